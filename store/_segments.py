@@ -1,0 +1,217 @@
+"""Feature segments: one Zarr v3 group per (symbol, session) with ``ts``, ``values``, ``labels``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import zarr
+
+from ticktensor.errors import SchemaError, StoreCorruptError
+
+from ._layout import Layout
+from ._location import Location, safe_component
+from ._manifest import FORMAT_VERSION, FileEntry, SegmentRecord, SourceFile, sha256_hex
+
+__all__ = ["SegmentArrays", "hash_files", "open_segment", "segment_content_hash", "write_segment"]
+
+
+@dataclass(frozen=True)
+class SegmentArrays:
+    """The Zarr arrays of one segment, opened read-only.
+
+    ``values`` is ``[rows, n_features]`` float32, ``ts`` ``[rows]`` int64 ns UTC and
+    ``labels`` ``[rows, n_labels]`` float32 (``None`` when the store has no labels).
+    """
+
+    ts: zarr.Array
+    values: zarr.Array
+    labels: zarr.Array | None
+
+
+def _check_inputs(
+    ts: npt.NDArray[np.int64],
+    values: npt.NDArray[np.float32],
+    labels: npt.NDArray[np.float32] | None,
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+    where: str,
+) -> None:
+    if ts.dtype != np.int64 or ts.ndim != 1:
+        raise SchemaError(f"{where}: ts must be int64 [rows], got {ts.dtype} {list(ts.shape)}")
+    n = ts.shape[0]
+    if n == 0:
+        raise SchemaError(f"{where}: a segment needs at least one row, got 0")
+    if values.dtype != np.float32 or values.shape != (n, len(feature_names)):
+        raise SchemaError(
+            f"{where}: values must be float32 [{n}, {len(feature_names)}] "
+            f"(rows, features), got {values.dtype} {list(values.shape)}"
+        )
+    if label_names and (
+        labels is None or labels.dtype != np.float32 or labels.shape != (n, len(label_names))
+    ):
+        got = "None" if labels is None else f"{labels.dtype} {list(labels.shape)}"
+        raise SchemaError(f"{where}: labels must be float32 [{n}, {len(label_names)}], got {got}")
+    if not label_names and labels is not None and labels.size:
+        raise SchemaError(f"{where}: labels given but label_names is empty")
+    steps = np.diff(ts)
+    if steps.size and steps.min() < 0:
+        row = int(np.argmax(steps < 0)) + 1
+        raise SchemaError(
+            f"{where}: ts must be non-decreasing; row {row} has {int(ts[row])} "
+            f"after {int(ts[row - 1])}"
+        )
+
+
+def segment_content_hash(
+    symbol: str,
+    session: str,
+    ts: npt.NDArray[np.int64],
+    values: npt.NDArray[np.float32],
+    labels: npt.NDArray[np.float32] | None,
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+    layout: Layout,
+) -> str:
+    """Hash of a segment's logical content and layout: equal inputs give equal segments."""
+    header = {
+        "format_version": FORMAT_VERSION,
+        "symbol": symbol,
+        "session": session,
+        "feature_names": list(feature_names),
+        "label_names": list(label_names),
+        "layout": layout.to_dict(),
+        "rows": int(ts.shape[0]),
+    }
+    h = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+    h.update(np.ascontiguousarray(ts).data)
+    h.update(np.ascontiguousarray(values).data)
+    if labels is not None and label_names:
+        h.update(np.ascontiguousarray(labels).data)
+    return h.hexdigest()
+
+
+def segment_path(symbol: str, session: str, content_hash: str) -> str:
+    return f"segments/{safe_component(symbol)}/{safe_component(session)}-{content_hash[:16]}"
+
+
+def write_segment(
+    location: Location,
+    *,
+    symbol: str,
+    session: str,
+    ts: npt.NDArray[np.int64],
+    values: npt.NDArray[np.float32],
+    labels: npt.NDArray[np.float32] | None,
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+    layout: Layout,
+    sources: Sequence[SourceFile] = (),
+) -> SegmentRecord:
+    """Write one segment's arrays and return its record (not yet part of any version).
+
+    The caller guarantees the target path is not referenced by a published
+    version: a leftover from an interrupted write at the same path is removed
+    and rewritten.
+    """
+    where = f"segment {symbol}/{session}"
+    _check_inputs(ts, values, labels, feature_names, label_names, where)
+    content_hash = segment_content_hash(
+        symbol, session, ts, values, labels, feature_names, label_names, layout
+    )
+    rel = segment_path(symbol, session, content_hash)
+    location.remove_tree(rel)
+    store = location.zarr_store(rel, read_only=False)
+    attrs = {
+        "ticktensor": {
+            "format_version": FORMAT_VERSION,
+            "symbol": symbol,
+            "session": session,
+            "feature_names": list(feature_names),
+            "label_names": list(label_names),
+            "content_hash": content_hash,
+        }
+    }
+    group = zarr.create_group(store, attributes=attrs, zarr_format=3)
+    n = int(ts.shape[0])
+    rows = min(layout.chunk_rows, n)
+    group.create_array(
+        "ts",
+        shape=(n,),
+        chunks=(rows,),
+        dtype="int64",
+        fill_value=0,
+        compressors=layout.compressors(8),
+        dimension_names=["time"],
+    )[...] = ts
+    group.create_array(
+        "values",
+        shape=(n, len(feature_names)),
+        chunks=(rows, len(feature_names)),
+        dtype="float32",
+        fill_value=float("nan"),
+        compressors=layout.compressors(4),
+        dimension_names=["time", "feature"],
+        attributes={"feature_names": list(feature_names)},
+    )[...] = values
+    if label_names:
+        group.create_array(
+            "labels",
+            shape=(n, len(label_names)),
+            chunks=(rows, len(label_names)),
+            dtype="float32",
+            fill_value=float("nan"),
+            compressors=layout.compressors(4),
+            dimension_names=["time", "label"],
+            attributes={"label_names": list(label_names)},
+        )[...] = labels
+    return SegmentRecord(
+        symbol=symbol,
+        session=session,
+        path=rel,
+        rows=n,
+        ts_start=int(ts[0]),
+        ts_end=int(ts[-1]),
+        layout=layout.to_dict(),
+        content_hash=content_hash,
+        files=hash_files(location, rel),
+        feature_names=tuple(feature_names),
+        label_names=tuple(label_names),
+        sources=tuple(sources),
+    )
+
+
+def hash_files(location: Location, rel: str) -> dict[str, FileEntry]:
+    """Hash every file below ``rel`` as it is stored (encoded chunk bytes)."""
+    out = {}
+    for name in location.find(rel):
+        data = location.read_bytes(f"{rel}/{name}")
+        out[name] = FileEntry(sha256_hex(data), len(data))
+    return out
+
+
+def open_segment(location: Location, record: SegmentRecord) -> SegmentArrays:
+    """Open a segment's arrays read-only with zarr-python."""
+    where = location.display(record.path)
+    try:
+        group = zarr.open_group(location.zarr_store(record.path, read_only=True), mode="r")
+    except FileNotFoundError as exc:
+        raise StoreCorruptError(f"{where}: segment group is missing") from exc
+    labels = _array(group, "labels", where) if "labels" in group else None
+    return SegmentArrays(
+        ts=_array(group, "ts", where), values=_array(group, "values", where), labels=labels
+    )
+
+
+def _array(group: zarr.Group, name: str, where: str) -> zarr.Array:
+    try:
+        node = group[name]
+    except KeyError:
+        raise StoreCorruptError(f"{where}: array {name!r} is missing") from None
+    if not isinstance(node, zarr.Array):
+        raise StoreCorruptError(f"{where}: {name!r} is a group, expected an array")
+    return node

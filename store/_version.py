@@ -1,0 +1,131 @@
+"""A read-only view of one store version: what readers (the loaders) pin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from ticktensor.errors import StoreCorruptError
+
+from ._location import Location
+from ._manifest import FeatureStats, Manifest, SegmentRecord, TableRecord
+from ._segments import SegmentArrays, open_segment
+from ._tables import read_table
+
+__all__ = ["SegmentData", "StoreVersion"]
+
+
+@dataclass(frozen=True)
+class SegmentData:
+    """A segment read fully into memory."""
+
+    ts: npt.NDArray[np.int64]
+    values: npt.NDArray[np.float32]
+    labels: npt.NDArray[np.float32] | None
+
+
+class StoreVersion:
+    """One published version of a store. Immutable: later commits do not change it."""
+
+    def __init__(self, location: Location, manifest: Manifest) -> None:
+        self._location = location
+        self.manifest = manifest
+
+    def __repr__(self) -> str:
+        return (
+            f"StoreVersion({self._location.url!r}, version={self.version}, "
+            f"segments={len(self.segments)}, rows={self.rows})"
+        )
+
+    @property
+    def location(self) -> Location:
+        return self._location
+
+    @property
+    def version(self) -> int:
+        return self.manifest.version
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return self.manifest.feature_names
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return self.manifest.label_names
+
+    @property
+    def stats(self) -> FeatureStats | None:
+        return self.manifest.stats
+
+    @property
+    def segments(self) -> tuple[SegmentRecord, ...]:
+        return self.manifest.segments
+
+    @property
+    def tables(self) -> tuple[TableRecord, ...]:
+        return self.manifest.tables
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return self.manifest.symbols
+
+    @property
+    def rows(self) -> int:
+        return self.manifest.rows
+
+    @property
+    def nbytes(self) -> int:
+        return self.manifest.nbytes
+
+    def select(
+        self,
+        symbols: Iterable[str] | None = None,
+        start: int | None = None,
+        end: int | None = None,
+    ) -> tuple[SegmentRecord, ...]:
+        """Segments of ``symbols`` that overlap ``[start, end)`` (ns UTC), in key order."""
+        wanted = None if symbols is None else set(symbols)
+        return tuple(
+            s
+            for s in self.segments
+            if (wanted is None or s.symbol in wanted)
+            and (start is None or s.ts_end >= start)
+            and (end is None or s.ts_start < end)
+        )
+
+    def segment(self, symbol: str, session: str) -> SegmentRecord:
+        for s in self.segments:
+            if s.key == (symbol, session):
+                return s
+        raise KeyError(f"version {self.version} has no segment {symbol}/{session}")
+
+    def open_segment(self, record: SegmentRecord) -> SegmentArrays:
+        """The segment's Zarr arrays (lazy; chunks are read on access)."""
+        return open_segment(self._location, record)
+
+    def read_segment(self, record: SegmentRecord) -> SegmentData:
+        """Read a whole segment into memory."""
+        arrays = self.open_segment(record)
+        ts = np.asarray(arrays.ts[...], dtype=np.int64)
+        values = np.asarray(arrays.values[...], dtype=np.float32)
+        labels = None if arrays.labels is None else np.asarray(arrays.labels[...], np.float32)
+        if ts.shape[0] != record.rows:
+            raise StoreCorruptError(
+                f"{self._location.display(record.path)}: {ts.shape[0]} rows stored, "
+                f"manifest says {record.rows}"
+            )
+        return SegmentData(ts=ts, values=values, labels=labels)
+
+    def tables_of(self, kind: str) -> tuple[TableRecord, ...]:
+        return tuple(t for t in self.tables if t.kind == kind)
+
+    def read_table(self, record: TableRecord) -> pa.Table:
+        return read_table(self._location, record)
+
+    def file_url(self, rel: str) -> str:
+        """A path or URL of a file inside the store (for native readers)."""
+        return self._location.display(rel)
