@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from zarr.codecs import BloscCodec, ZstdCodec
 
@@ -63,7 +63,9 @@ class Layout:
             return None
         if self.codec is Codec.ZSTD:
             return [ZstdCodec(level=1 if self.level is None else self.level)]
-        shuffle = "shuffle" if self.codec is Codec.BLOSC else "noshuffle"
+        shuffle: Literal["shuffle", "noshuffle"] = (
+            "shuffle" if self.codec is Codec.BLOSC else "noshuffle"
+        )
         level = 5 if self.level is None else min(self.level, 9)
         return [BloscCodec(cname="lz4", clevel=level, shuffle=shuffle, typesize=typesize)]
 

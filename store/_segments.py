@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,9 +29,9 @@ class SegmentArrays:
     ``labels`` ``[rows, n_labels]`` float32 (``None`` when the store has no labels).
     """
 
-    ts: zarr.Array
-    values: zarr.Array
-    labels: zarr.Array | None
+    ts: zarr.Array[Any]
+    values: zarr.Array[Any]
+    labels: zarr.Array[Any] | None
 
 
 def _check_inputs(
@@ -158,7 +159,7 @@ def write_segment(
         dimension_names=["time", "feature"],
         attributes={"feature_names": list(feature_names)},
     )[...] = values
-    if label_names:
+    if label_names and labels is not None:
         group.create_array(
             "labels",
             shape=(n, len(label_names)),
@@ -207,7 +208,7 @@ def open_segment(location: Location, record: SegmentRecord) -> SegmentArrays:
     )
 
 
-def _array(group: zarr.Group, name: str, where: str) -> zarr.Array:
+def _array(group: zarr.Group, name: str, where: str) -> zarr.Array[Any]:
     try:
         node = group[name]
     except KeyError:

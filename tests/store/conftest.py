@@ -1,0 +1,41 @@
+"""Shared helpers for store tests: small deterministic segments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+FEATURES = ("ret", "spread", "imbalance")
+LABELS = ("fwd_ret",)
+DAY_NS = 86_400 * 10**9
+
+
+@dataclass(frozen=True)
+class Series:
+    symbol: str
+    session: str
+    ts: npt.NDArray[np.int64]
+    values: npt.NDArray[np.float32]
+    labels: npt.NDArray[np.float32]
+
+
+def make_series(symbol: str, day: int, rows: int = 1000, seed: int = 0) -> Series:
+    rng = np.random.default_rng([seed, day, sum(map(ord, symbol))])
+    start = 1_704_153_600 * 10**9 + day * DAY_NS
+    ts = start + np.cumsum(rng.integers(1, 10**6, rows)).astype(np.int64)
+    values = rng.standard_normal((rows, len(FEATURES))).astype(np.float32)
+    labels = rng.standard_normal((rows, len(LABELS))).astype(np.float32)
+    return Series(symbol, f"2024-01-{2 + day:02d}", ts, values, labels)
+
+
+@pytest.fixture(params=["local", "memory"])
+def store_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh location: a local directory or an fsspec ``memory://`` URL."""
+    if request.param == "local":
+        return str(tmp_path_factory.mktemp("store") / "s")
+    import uuid
+
+    return f"memory://tt-{uuid.uuid4().hex}"

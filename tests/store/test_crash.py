@@ -1,0 +1,163 @@
+"""SIGKILL in the middle of a commit leaves the previous version intact, and a retry lands.
+
+Each case runs the commit in a child process that kills itself (SIGKILL, no cleanup)
+at one point of the commit protocol, then checks the store from the outside.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ticktensor.store import Layout, Store
+
+from .conftest import FEATURES, LABELS, make_series
+
+CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    import numpy as np
+    import zarr.storage
+    from ticktensor.store import Store, _location
+
+    url, crash_at, arg = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+    def die():
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    writes = 0
+    orig_set = zarr.storage.LocalStore.set
+    async def counting_set(self, key, value):
+        global writes
+        writes += 1
+        if crash_at == "chunk" and writes == arg:
+            die()
+        return await orig_set(self, key, value)
+    zarr.storage.LocalStore.set = counting_set
+
+    orig_write = _location.Location.write_atomic
+    def write_atomic(self, rel, data):
+        if crash_at == "table" and rel.startswith("events/"):
+            die()
+        if crash_at == "manifest" and rel.startswith("versions/"):
+            self.fs.pipe_file(self.path(rel), data[: len(data) // 2])  # torn write
+            die()
+        if crash_at == "pointer" and rel == "latest.json":
+            die()
+        return orig_write(self, rel, data)
+    _location.Location.write_atomic = write_atomic
+
+    orig_replace = os.replace
+    def replace(src, dst):
+        if crash_at == "rename" and str(dst).endswith("latest.json"):
+            die()
+        return orig_replace(src, dst)
+    os.replace = replace
+
+    import pyarrow as pa
+    rng = np.random.default_rng(7)
+    store = Store.open(url)
+    segs = []
+    for sym in ("AAPL", "MSFT"):
+        n = 700
+        ts = np.arange(n, dtype=np.int64) * 1000 + 10**18
+        values = rng.standard_normal((n, 3)).astype(np.float32)
+        labels = rng.standard_normal((n, 1)).astype(np.float32)
+        segs.append(store.write_segment(
+            symbol=sym, session="2024-01-03", ts=ts, values=values,
+            feature_names=("ret", "spread", "imbalance"), labels=labels,
+            label_names=("fwd_ret",)))
+    table = pa.table({"ts_event": pa.array([1, 2], pa.timestamp("ns", tz="UTC"))})
+    rec = store.write_table(kind="trades", symbol="AAPL", session="2024-01-03", table=table)
+    v = store.commit(segments=segs, tables=[rec], message="day 1")
+    print("committed", v.version)
+    """
+)
+
+
+def _run_child(url: str, crash_at: str, arg: int = 0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, url, crash_at, str(arg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _snapshot(store: Store) -> tuple[bytes, list[np.ndarray]]:
+    v = store.version()
+    manifest = store.location.read_bytes(f"versions/{v.version:08d}.json")
+    arrays = []
+    for seg in v.segments:
+        data = v.read_segment(seg)
+        arrays += [data.ts, data.values]
+    return manifest, arrays
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("crash_at", "arg"),
+    [
+        ("chunk", 1),
+        ("chunk", 9),
+        ("chunk", 20),
+        ("table", 0),
+        ("manifest", 0),
+        ("pointer", 0),
+        ("rename", 0),
+    ],
+)
+def test_sigkill_mid_commit_keeps_previous_version(tmp_path: Path, crash_at: str, arg: int) -> None:
+    url = str(tmp_path / "store")
+    store = Store.create(url, layout=Layout(codec="zstd", chunk_rows=256))
+    s = make_series("AAPL", 0)
+    store.commit(
+        segments=[
+            store.write_segment(
+                symbol=s.symbol,
+                session=s.session,
+                ts=s.ts,
+                values=s.values,
+                feature_names=FEATURES,
+                labels=s.labels,
+                label_names=LABELS,
+            )
+        ]
+    )
+    before = _snapshot(store)
+
+    crashed = _run_child(url, crash_at, arg)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert "committed" not in crashed.stdout
+
+    after = Store.open(url)
+    assert after.latest_version() == 1
+    manifest, arrays = _snapshot(after)
+    assert manifest == before[0]
+    for a, b in zip(arrays, before[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+    after.verify()
+
+    retry = _run_child(url, "none")
+    assert retry.returncode == 0, retry.stderr
+    assert "committed 2" in retry.stdout
+    final = Store.open(url)
+    final.verify()
+    v2 = final.version()
+    assert [seg.key for seg in v2.segments] == [
+        ("AAPL", "2024-01-02"),
+        ("AAPL", "2024-01-03"),
+        ("MSFT", "2024-01-03"),
+    ]
+    assert len(v2.tables_of("trades")) == 1
+    leftovers = [p for p in os.listdir(tmp_path / "store") if ".tmp-" in p]
+    assert leftovers == [] or crash_at == "rename"

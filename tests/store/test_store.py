@@ -1,0 +1,207 @@
+"""Store lifecycle: create, write, commit, versions, conflicts, and plain-zarr compatibility."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import zarr
+
+from ticktensor.errors import (
+    SchemaError,
+    StoreError,
+    StoreNotFoundError,
+    VersionConflictError,
+    VersionNotFoundError,
+)
+from ticktensor.store import Codec, Layout, Store, open_store
+
+from .conftest import DAY_NS, FEATURES, LABELS, Series, make_series
+
+
+def write(store: Store, s: Series, **kw: object) -> object:
+    return store.write_segment(
+        symbol=s.symbol,
+        session=s.session,
+        ts=s.ts,
+        values=s.values,
+        feature_names=FEATURES,
+        labels=s.labels,
+        label_names=LABELS,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_create_commit_read_roundtrip(store_url: str) -> None:
+    store = Store.create(store_url)
+    assert store.latest_version() == 0
+    assert store.version().segments == ()
+    series = [make_series(sym, 0) for sym in ("AAPL", "MSFT")]
+    v1 = store.commit(segments=[write(store, s) for s in series], message="day 0")  # type: ignore[misc]
+    assert v1.version == 1
+    assert v1.symbols == ("AAPL", "MSFT")
+    assert v1.feature_names == FEATURES
+    assert v1.label_names == LABELS
+    assert v1.rows == 2000
+    reopened = open_store(store_url)
+    for s in series:
+        data = reopened.read_segment(reopened.segment(s.symbol, s.session))
+        np.testing.assert_array_equal(data.ts, s.ts)
+        np.testing.assert_array_equal(data.values, s.values)
+        assert data.labels is not None
+        np.testing.assert_array_equal(data.labels, s.labels)
+
+
+@pytest.mark.parametrize("codec", list(Codec))
+def test_plain_zarr_opens_every_codec(tmp_path: os.PathLike[str], codec: Codec) -> None:
+    store = Store.create(str(tmp_path), layout=Layout(codec=codec, chunk_rows=128))
+    s = make_series("ES", 0, rows=1000)
+    seg = write(store, s)
+    version = store.commit(segments=[seg])  # type: ignore[list-item]
+    rec = version.segments[0]
+    root = os.path.join(str(tmp_path), rec.path)
+    values = zarr.open_array(os.path.join(root, "values"), mode="r")
+    assert values.shape == (1000, len(FEATURES))
+    assert values.chunks == (128, len(FEATURES))
+    np.testing.assert_array_equal(values[:], s.values)
+    np.testing.assert_array_equal(zarr.open_array(os.path.join(root, "ts"), mode="r")[:], s.ts)
+    group = zarr.open_group(root, mode="r")
+    assert group.attrs["ticktensor"]["feature_names"] == list(FEATURES)  # type: ignore[index]
+    n_chunks = -(-1000 // 128)
+    assert {f"values/c/{i}/0" for i in range(n_chunks)} <= set(rec.files)
+
+
+def test_uncompressed_chunks_are_raw_little_endian(tmp_path: os.PathLike[str]) -> None:
+    # The "none" codec must stay memory-mappable: chunk i is rows [i*c, (i+1)*c) as raw f32.
+    store = Store.create(str(tmp_path), layout=Layout(codec="none", chunk_rows=100))
+    s = make_series("ES", 0, rows=250)
+    rec = store.commit(segments=[write(store, s)]).segments[0]  # type: ignore[list-item]
+    raw = np.fromfile(os.path.join(str(tmp_path), rec.path, "values/c/1/0"), dtype="<f4")
+    np.testing.assert_array_equal(raw.reshape(100, len(FEATURES)), s.values[100:200])
+
+
+def test_append_day_keeps_old_segments_and_versions(store_url: str) -> None:
+    store = Store.create(store_url)
+    d0 = make_series("AAPL", 0)
+    v1 = store.commit(segments=[write(store, d0)])  # type: ignore[list-item]
+    old_files = {
+        name: store.location.read_bytes(f"{v1.segments[0].path}/{name}")
+        for name in v1.segments[0].files
+    }
+    v2 = store.commit(segments=[write(store, make_series("AAPL", 1))])  # type: ignore[list-item]
+    assert v2.version == 2
+    assert [s.session for s in v2.segments] == ["2024-01-02", "2024-01-03"]
+    assert v2.segments[0] == v1.segments[0]
+    for name, data in old_files.items():
+        assert store.location.read_bytes(f"{v1.segments[0].path}/{name}") == data
+    pinned = store.version(1)
+    assert [s.session for s in pinned.segments] == ["2024-01-02"]
+    assert [m.version for m in store.versions()] == [0, 1, 2]
+    assert store.versions()[2].parent == 1
+
+
+def test_identical_rerun_is_idempotent(store_url: str) -> None:
+    store = Store.create(store_url)
+    s = make_series("AAPL", 0)
+    first = store.commit(segments=[write(store, s)])  # type: ignore[list-item]
+    again = write(store, s)
+    assert again == first.segments[0]
+    assert store.commit(segments=[again]).version == 1  # type: ignore[list-item]
+    assert store.latest_version() == 1
+    assert len(store.location.find("segments")) == len(first.segments[0].files)
+
+
+def test_changed_content_conflicts_unless_replace(store_url: str) -> None:
+    store = Store.create(store_url)
+    s = make_series("AAPL", 0)
+    store.commit(segments=[write(store, s)])  # type: ignore[list-item]
+    changed = Series(s.symbol, s.session, s.ts, s.values + 1, s.labels)
+    seg = write(store, changed)
+    with pytest.raises(VersionConflictError, match="AAPL/2024-01-02 already exists in version 1"):
+        store.commit(segments=[seg])  # type: ignore[list-item]
+    v2 = store.commit(segments=[seg], replace=True)  # type: ignore[list-item]
+    np.testing.assert_array_equal(v2.read_segment(v2.segments[0]).values, changed.values)
+    np.testing.assert_array_equal(
+        store.version(1).read_segment(store.version(1).segments[0]).values, s.values
+    )
+
+
+def test_stale_base_version_conflicts(store_url: str) -> None:
+    store = Store.create(store_url)
+    base = store.latest_version()
+    store.commit(segments=[write(store, make_series("A", 0))])  # type: ignore[list-item]
+    with pytest.raises(VersionConflictError, match="based on version 0 but the latest is 1"):
+        store.commit(segments=[write(store, make_series("B", 0))], base_version=base)  # type: ignore[list-item]
+
+
+def test_mixed_feature_names_rejected(store_url: str) -> None:
+    store = Store.create(store_url)
+    store.commit(segments=[write(store, make_series("A", 0))])  # type: ignore[list-item]
+    s = make_series("B", 0)
+    other = store.write_segment(
+        symbol="B", session=s.session, ts=s.ts, values=s.values[:, :2], feature_names=("x", "y")
+    )
+    with pytest.raises(SchemaError, match="has features \\['x', 'y'\\]"):
+        store.commit(segments=[other])
+
+
+@pytest.mark.parametrize(
+    ("ts", "values", "match"),
+    [
+        (np.array([3, 2, 5], np.int64), np.zeros((3, 3), np.float32), "row 1 has 2 after 3"),
+        (np.arange(3, dtype=np.int64), np.zeros((3, 2), np.float32), r"float32 \[3, 3\]"),
+        (np.arange(3, dtype=np.int64), np.zeros((3, 3), np.float64), "got float64"),
+        (np.zeros(0, np.int64), np.zeros((0, 3), np.float32), "at least one row"),
+    ],
+)
+def test_bad_segment_input_names_the_problem(
+    store_url: str, ts: np.ndarray, values: np.ndarray, match: str
+) -> None:
+    store = Store.create(store_url)
+    with pytest.raises(SchemaError, match=match):
+        store.write_segment(symbol="A", session="d", ts=ts, values=values, feature_names=FEATURES)
+
+
+def test_open_errors(tmp_path: os.PathLike[str], store_url: str) -> None:
+    with pytest.raises(StoreNotFoundError, match="no ticktensor store here"):
+        Store.open(str(tmp_path))
+    Store.create(store_url)
+    with pytest.raises(StoreError, match="already exists"):
+        Store.create(store_url)
+    assert Store.create(store_url, exist_ok=True).latest_version() == 0
+    with pytest.raises(VersionNotFoundError, match=r"version 3 does not exist \(versions 0..0\)"):
+        Store.open(store_url).version(3)
+
+
+def test_file_url_and_select(tmp_path: os.PathLike[str]) -> None:
+    store = Store.create(f"file://{tmp_path}")
+    segs = [write(store, make_series(sym, d)) for sym in ("A", "B") for d in (0, 1)]
+    v = store.commit(segments=segs)  # type: ignore[arg-type]
+    assert [s.key for s in v.select(symbols=["B"])] == [("B", "2024-01-02"), ("B", "2024-01-03")]
+    day1_start = 1_704_153_600 * 10**9 + DAY_NS
+    assert {s.session for s in v.select(start=int(day1_start))} == {"2024-01-03"}
+    assert {s.session for s in v.select(end=int(day1_start))} == {"2024-01-02"}
+
+
+def test_event_tables_roundtrip(store_url: str) -> None:
+    import pyarrow as pa
+
+    store = Store.create(store_url)
+    table = pa.table(
+        {
+            "ts_event": pa.array([5, 1, 9], pa.timestamp("ns", tz="UTC")),
+            "price": [1.0, 2.0, 3.0],
+        }
+    )
+    rec = store.write_table(kind="trades", symbol="A", session="2024-01-02", table=table)
+    v = store.commit(tables=[rec])
+    (stored,) = v.tables_of("trades")
+    assert (stored.rows, stored.ts_start, stored.ts_end) == (3, 1, 9)
+    assert v.read_table(stored).equals(table)
+    assert (
+        store.commit(
+            tables=[store.write_table(kind="trades", symbol="A", session="2024-01-02", table=table)]
+        ).version
+        == 1
+    )
