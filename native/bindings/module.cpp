@@ -3,6 +3,15 @@
 
 namespace nb = nanobind;
 
+namespace ttpy {
+void bind_errors(nb::module_& m);
+void bind_thread_pool(nb::module_& m);
+void bind_gather(nb::module_& m);
+}  // namespace ttpy
+
 NB_MODULE(_native, m) {
   m.doc() = "ticktensor's C++ core (private; use the Python facades).";
+  ttpy::bind_errors(m);
+  ttpy::bind_thread_pool(m);
+  ttpy::bind_gather(m);
 }

@@ -1,0 +1,47 @@
+// Error types the C++ core throws; the bindings map each to one Python exception.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace tt {
+
+// An index names an element that does not exist.
+class IndexError : public std::out_of_range {
+ public:
+  using std::out_of_range::out_of_range;
+};
+
+// A sample in a batch names an array or rows that do not exist. Carries the batch position
+// and the offending values so the message (and callers) can say which sample was wrong.
+class WindowIndexError : public IndexError {
+ public:
+  WindowIndexError(std::size_t batch_position, std::int64_t array_id, std::int64_t start,
+                   std::int64_t window, const std::string& message)
+      : IndexError(message),
+        batch_position_(batch_position),
+        array_id_(array_id),
+        start_(start),
+        window_(window) {}
+
+  std::size_t batch_position() const noexcept { return batch_position_; }
+  std::int64_t array_id() const noexcept { return array_id_; }
+  std::int64_t start() const noexcept { return start_; }
+  std::int64_t window() const noexcept { return window_; }
+
+ private:
+  std::size_t batch_position_;
+  std::int64_t array_id_;
+  std::int64_t start_;
+  std::int64_t window_;
+};
+
+// An argument has the wrong shape, type, layout or value; the message says expected vs got.
+class ArgumentError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+}  // namespace tt

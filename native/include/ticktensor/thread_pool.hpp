@@ -1,0 +1,55 @@
+// A fixed pool of worker threads that runs index ranges in parallel (parallel_for).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tt {
+
+// A fixed-size thread pool. `size()` is the parallelism of one parallel_for: the pool starts
+// size() - 1 worker threads once, and the calling thread works as the size()-th participant,
+// so ThreadPool(1) starts no thread and runs everything inline.
+//
+// parallel_for may be called from several host threads at once: each call is one job in a
+// FIFO; idle workers join the oldest job that still has unclaimed items, and every caller
+// works on its own job until all of its items are claimed, so no call can starve.
+class ThreadPool {
+ public:
+  // fn(begin, end) processes the items [begin, end).
+  using RangeFn = std::function<void(std::size_t begin, std::size_t end)>;
+
+  // Throws ArgumentError when n_threads is 0.
+  explicit ThreadPool(std::size_t n_threads);
+  ~ThreadPool();  // Joins every worker; must not run while a parallel_for is in flight.
+
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  std::size_t size() const noexcept { return workers_.size() + 1; }
+
+  // Calls fn on disjoint ranges covering [0, n_items) and returns when all have finished.
+  // Ranges hold at least `grain` items (except the last). The first exception thrown by fn
+  // stops the handing out of further ranges and is rethrown here after all participants
+  // have left the job.
+  void parallel_for(std::size_t n_items, const RangeFn& fn, std::size_t grain = 1);
+
+ private:
+  struct Job;
+
+  void worker_loop();
+  static void run_ranges(Job& job) noexcept;
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;                 // Guards queue_, stop_ and every Job::active.
+  std::condition_variable work_cv_;  // Signals workers: a job was queued, or stop_.
+  std::condition_variable done_cv_;  // Signals callers: a worker left a job.
+  std::deque<Job*> queue_;           // Jobs that may still have unclaimed items.
+  bool stop_ = false;
+};
+
+}  // namespace tt

@@ -1,0 +1,124 @@
+// tt::ThreadPool: fixed workers, a FIFO of jobs, callers participate in their own job.
+#include "ticktensor/thread_pool.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+
+#include "ticktensor/errors.hpp"
+
+namespace tt {
+
+// One parallel_for call. Lives on the caller's stack: the caller removes it from the queue
+// and waits for `active` to drop to zero before returning, so workers never see it dangle.
+struct ThreadPool::Job {
+  const RangeFn* fn = nullptr;
+  std::size_t n_items = 0;
+  std::size_t chunk = 1;
+  std::atomic<std::size_t> next{0};  // First unclaimed item.
+  std::atomic<bool> failed{false};   // Set once fn threw; stops claiming.
+  std::size_t active = 0;            // Workers inside this job (guarded by the pool mutex).
+  std::mutex error_mutex;
+  std::exception_ptr error;
+};
+
+ThreadPool::ThreadPool(std::size_t n_threads) {
+  if (n_threads == 0) {
+    throw ArgumentError("ThreadPool: n_threads must be >= 1, got 0");
+  }
+  workers_.reserve(n_threads - 1);
+  try {
+    for (std::size_t i = 0; i + 1 < n_threads; ++i) {
+      workers_.emplace_back([this] { worker_loop(); });
+    }
+  } catch (...) {
+    // Could not start every thread: stop the ones that did start before failing.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& worker : workers_) worker.join();
+    throw;
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& worker : workers_) worker.join();
+}
+
+void ThreadPool::run_ranges(Job& job) noexcept {
+  while (!job.failed.load(std::memory_order_relaxed)) {
+    const std::size_t begin = job.next.fetch_add(job.chunk, std::memory_order_relaxed);
+    if (begin >= job.n_items) return;
+    const std::size_t end = std::min(job.n_items, begin + job.chunk);
+    try {
+      (*job.fn)(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(job.error_mutex);
+      if (!job.error) job.error = std::current_exception();
+      job.failed.store(true, std::memory_order_relaxed);
+    }
+  }
+}
+
+void ThreadPool::worker_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_ and nothing left to help with.
+    Job* job = queue_.front();
+    ++job->active;
+    lock.unlock();
+    run_ranges(*job);
+    lock.lock();
+    // Every item of this job is claimed now: retire it so idle workers move on.
+    auto it = std::find(queue_.begin(), queue_.end(), job);
+    if (it != queue_.end()) queue_.erase(it);
+    if (--job->active == 0) done_cv_.notify_all();
+  }
+}
+
+void ThreadPool::parallel_for(std::size_t n_items, const RangeFn& fn, std::size_t grain) {
+  if (n_items == 0) return;
+  const std::size_t participants = size();
+  // About four ranges per participant balances uneven ranges without much claiming traffic.
+  const std::size_t target = (n_items + 4 * participants - 1) / (4 * participants);
+  const std::size_t chunk = std::max<std::size_t>({grain, target, 1});
+  if (workers_.empty() || chunk >= n_items) {
+    fn(0, n_items);
+    return;
+  }
+
+  Job job;
+  job.fn = &fn;
+  job.n_items = n_items;
+  job.chunk = chunk;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(&job);
+  }
+  const std::size_t helpers = std::min(workers_.size(), (n_items + chunk - 1) / chunk - 1);
+  if (helpers >= workers_.size()) {
+    work_cv_.notify_all();
+  } else {
+    for (std::size_t i = 0; i < helpers; ++i) work_cv_.notify_one();
+  }
+
+  run_ranges(job);
+
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto it = std::find(queue_.begin(), queue_.end(), &job);
+    if (it != queue_.end()) queue_.erase(it);
+    done_cv_.wait(lock, [&job] { return job.active == 0; });
+  }
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+}  // namespace tt

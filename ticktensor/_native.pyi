@@ -1,0 +1,60 @@
+"""ticktensor's C++ core (private; use the Python facades)."""
+
+from collections.abc import Sequence
+
+import numpy
+import numpy.typing
+
+class ThreadPool:
+    """
+    A fixed pool of worker threads shared by native kernels.
+
+    ``size`` threads work on each call: ``size - 1`` workers started
+    once, plus the calling thread. Several Python threads may use one
+    pool at the same time.
+    """
+
+    def __init__(self, n_threads: int) -> None:
+        """Start ``n_threads - 1`` worker threads (``n_threads >= 1``)."""
+
+    @property
+    def size(self) -> int:
+        """Threads that work on one call, the calling thread included."""
+
+class WindowGather:
+    """
+    Copies windows of consecutive rows out of fixed float32 source arrays.
+
+    Holds a reference to every source array and to the pool.
+    """
+
+    def __init__(
+        self, sources: Sequence[numpy.typing.NDArray[numpy.float32]], pool: ThreadPool
+    ) -> None:
+        """
+        Borrow C-contiguous 2-D float32 arrays with one common number of features.
+        """
+
+    @property
+    def n_sources(self) -> int:
+        """Number of source arrays."""
+
+    @property
+    def n_features(self) -> int:
+        """Features (columns) per row."""
+
+    def rows(self, array_id: int) -> int:
+        """Rows of source ``array_id``."""
+
+    def gather(
+        self,
+        array_ids: numpy.typing.NDArray[numpy.int64],
+        starts: numpy.typing.NDArray[numpy.int64],
+        window: int,
+        out: numpy.typing.NDArray[numpy.float32],
+    ) -> None:
+        """
+        Write ``sources[array_ids[b]][starts[b]:starts[b] + window]`` into ``out[b]``.
+
+        Checks every sample before writing; releases the GIL while copying.
+        """

@@ -1,0 +1,223 @@
+"""Native compute kernels: a shared thread pool and the window gather behind the loader."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ticktensor import _native
+
+__all__ = ["ThreadPool", "WindowGather", "gather_windows"]
+
+
+class ThreadPool:
+    """A fixed pool of native worker threads, shared by the kernels it is passed to.
+
+    ``n_threads`` threads work on each call: ``n_threads - 1`` workers are started once and
+    the calling thread joins in, so ``ThreadPool(1)`` starts no thread at all. Several Python
+    threads may run kernels on one pool at the same time. Workers are joined when the pool
+    and every kernel holding it have been garbage collected.
+
+    Parameters
+    ----------
+    n_threads
+        Threads per call, at least 1.
+
+    Raises
+    ------
+    ValueError
+        If ``n_threads`` is below 1.
+
+    Examples
+    --------
+    >>> pool = ThreadPool(2)
+    >>> pool.size
+    2
+    """
+
+    __slots__ = ("_impl",)
+
+    def __init__(self, n_threads: int) -> None:
+        if isinstance(n_threads, bool) or not isinstance(n_threads, int | np.integer):
+            raise TypeError(f"n_threads: expected an int, got {type(n_threads).__name__}")
+        if n_threads < 1:
+            raise ValueError(f"n_threads: expected >= 1, got {n_threads}")
+        self._impl = _native.ThreadPool(int(n_threads))
+
+    @property
+    def size(self) -> int:
+        """Threads that work on one call, the calling thread included."""
+        return self._impl.size
+
+    def __repr__(self) -> str:
+        return f"ThreadPool({self.size})"
+
+
+class WindowGather:
+    """Copies windows of consecutive rows out of fixed 2-D float32 arrays into a batch.
+
+    Sample ``b`` of a batch is ``sources[array_ids[b]][starts[b] : starts[b] + window]``.
+    The sources are borrowed, not copied: they must be C-contiguous ``float32`` arrays of
+    shape ``[rows_i, n_features]`` with one common ``n_features``, and the gather keeps a
+    reference to each so they stay alive as long as it does. Writing into a source while a
+    gather reads it gives undefined window contents (never a crash).
+
+    Parameters
+    ----------
+    sources
+        The arrays to cut windows from.
+    pool
+        Threads that copy large batches; small batches (under 256 KiB) are copied on the
+        calling thread.
+
+    Raises
+    ------
+    ValueError
+        If a source is not a 2-D C-contiguous float32 array, or the feature counts differ.
+    TypeError
+        If ``pool`` is not a :class:`ThreadPool`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> prices = np.arange(20, dtype=np.float32).reshape(10, 2)
+    >>> gather = WindowGather([prices], pool=ThreadPool(1))
+    >>> gather.gather([0, 0], [0, 7], window=3)[1]
+    array([[14., 15.],
+           [16., 17.],
+           [18., 19.]], dtype=float32)
+    """
+
+    __slots__ = ("_impl", "_pool")
+
+    def __init__(self, sources: Sequence[npt.NDArray[np.float32]], pool: ThreadPool) -> None:
+        if not isinstance(pool, ThreadPool):
+            raise TypeError(f"pool: expected a ThreadPool, got {type(pool).__name__}")
+        self._pool = pool
+        self._impl = _native.WindowGather(list(sources), pool._impl)
+
+    @property
+    def n_sources(self) -> int:
+        """Number of source arrays."""
+        return self._impl.n_sources
+
+    @property
+    def n_features(self) -> int:
+        """Features (columns) per row, common to every source."""
+        return self._impl.n_features
+
+    @property
+    def pool(self) -> ThreadPool:
+        """The pool that copies large batches."""
+        return self._pool
+
+    def rows(self, array_id: int) -> int:
+        """Rows of source ``array_id``; raises ``IndexError`` if there is no such source."""
+        return self._impl.rows(int(array_id))
+
+    def gather(
+        self,
+        array_ids: npt.ArrayLike,
+        starts: npt.ArrayLike,
+        window: int,
+        out: npt.NDArray[np.float32] | None = None,
+    ) -> npt.NDArray[np.float32]:
+        """Copy one window per sample into ``out`` (allocated when ``None``) and return it.
+
+        Every sample is checked before anything is written, so on error ``out`` is untouched.
+        The GIL is released while copying, and several threads may call this at once.
+
+        Parameters
+        ----------
+        array_ids
+            Integer source index of each sample, shape ``[B]``.
+        starts
+            Integer first row of each sample's window, shape ``[B]``.
+        window
+            Rows per window, at least 1.
+        out
+            A writable C-contiguous float32 array of shape ``[B, window, n_features]``. It
+            must not share memory with any source.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``out``, shape ``[B, window, n_features]``.
+
+        Raises
+        ------
+        IndexError
+            If a sample names a missing array or a window that does not fit in its array;
+            the message and the ``batch_position`` attribute name the first such sample.
+        ValueError
+            If ``window < 1``, the index arrays are not 1-D of equal length, or ``out`` has
+            the wrong shape, dtype or layout, is read-only, or overlaps a source.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> a = np.zeros((4, 3), dtype=np.float32)
+        >>> b = np.ones((6, 3), dtype=np.float32)
+        >>> gather = WindowGather([a, b], pool=ThreadPool(1))
+        >>> gather.gather(np.array([1, 0]), np.array([4, 0]), window=2).sum(axis=(1, 2))
+        array([6., 0.], dtype=float32)
+        """
+        ids = _as_index_array(array_ids, "array_ids")
+        first_rows = _as_index_array(starts, "starts")
+        if isinstance(window, bool) or not isinstance(window, int | np.integer):
+            raise TypeError(f"window: expected an int, got {type(window).__name__}")
+        if window < 1:
+            raise ValueError(f"window: expected >= 1, got {window}")
+        if out is None:
+            out = np.empty((ids.shape[0], int(window), self.n_features), dtype=np.float32)
+        self._impl.gather(ids, first_rows, int(window), out)
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"WindowGather(n_sources={self.n_sources}, n_features={self.n_features}, "
+            f"pool={self._pool!r})"
+        )
+
+
+def gather_windows(
+    sources: Sequence[npt.NDArray[np.float32]],
+    array_ids: npt.ArrayLike,
+    starts: npt.ArrayLike,
+    window: int,
+    out: npt.NDArray[np.float32] | None = None,
+    *,
+    pool: ThreadPool,
+) -> npt.NDArray[np.float32]:
+    """Gather one batch of windows in a single call; see :meth:`WindowGather.gather`.
+
+    Build a :class:`WindowGather` once instead when gathering many batches from the same
+    sources: this function re-checks every source on each call.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> series = np.arange(10, dtype=np.float32).reshape(10, 1)
+    >>> gather_windows([series], [0], [6], window=4, pool=ThreadPool(1)).ravel()
+    array([6., 7., 8., 9.], dtype=float32)
+    """
+    return WindowGather(sources, pool).gather(array_ids, starts, window, out)
+
+
+def _as_index_array(values: npt.ArrayLike, name: str) -> npt.NDArray[np.int64]:
+    """Return ``values`` as a 1-D C-contiguous int64 array, converting only when needed."""
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array, got shape {array.shape}")
+    if array.size == 0:
+        return np.empty(0, dtype=np.int64)
+    if not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"{name}: expected integers, got dtype {array.dtype}")
+    if array.dtype == np.uint64 and array.max() > np.iinfo(np.int64).max:
+        position = int(np.argmax(array > np.iinfo(np.int64).max))
+        raise IndexError(
+            f"batch position {position}: {name} value {array[position]} is out of range"
+        )
+    return np.ascontiguousarray(array, dtype=np.int64)
