@@ -1,0 +1,46 @@
+"""What the data is: canonical event schemas, validation rules and feature specs.
+
+Examples
+--------
+>>> from ticktensor.schemas import EventKind, schema_for, validate
+>>> schema_for(EventKind.QUOTES).names[:4]
+['ts_event', 'ts_recv', 'symbol', 'venue']
+"""
+
+from __future__ import annotations
+
+from ._conform import conform
+from ._events import (
+    ACTIONS,
+    MBP_DEPTH,
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_KEY,
+    EventKind,
+    schema_for,
+)
+from ._features import FeatureSpec, LabelKind, LabelSpec
+from ._rules import RULES
+from ._validate import (
+    VIOLATION_SCHEMA,
+    ValidationResult,
+    Violation,
+    validate,
+)
+
+__all__ = [
+    "ACTIONS",
+    "MBP_DEPTH",
+    "RULES",
+    "SCHEMA_VERSION",
+    "SCHEMA_VERSION_KEY",
+    "VIOLATION_SCHEMA",
+    "EventKind",
+    "FeatureSpec",
+    "LabelKind",
+    "LabelSpec",
+    "ValidationResult",
+    "Violation",
+    "conform",
+    "schema_for",
+    "validate",
+]

@@ -1,0 +1,244 @@
+"""Canonical Arrow schemas of market events: trades, quotes, MBP-10, MBO and OHLCV bars.
+
+Every vendor format is normalized into one of these schemas before validation and
+storage. Conventions shared by all of them:
+
+- timestamps are ``timestamp[ns, tz=UTC]`` (int64 nanoseconds since the UNIX epoch);
+  ``ts_event`` is the exchange/engine time (required), ``ts_recv`` the capture time
+  (nullable; bars have none);
+- prices and sizes are ``float64``, descaled from vendor fixed point (sizes are
+  fractional in crypto); an undefined vendor price becomes null;
+- ``side`` is ``int8``: +1 buy/bid, -1 sell/ask, 0 none/unknown;
+- ``action`` is one character: A add, C cancel, M modify, T trade, F fill, R clear.
+
+See ``docs/schemas.md`` for the field tables and the vendor scale table.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import pyarrow as pa
+
+from ticktensor.errors import SchemaError
+
+__all__ = [
+    "ACTIONS",
+    "MBP_DEPTH",
+    "SCHEMA_VERSION",
+    "SCHEMA_VERSION_KEY",
+    "EventKind",
+    "event_kind",
+    "schema_for",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the canonical event schemas; bumped on any incompatible change."""
+
+SCHEMA_VERSION_KEY = b"ticktensor.schema_version"
+_KIND_KEY = b"ticktensor.kind"
+
+MBP_DEPTH = 10
+"""Number of book levels per side in the MBP-10 schema."""
+
+ACTIONS: dict[str, str] = {
+    "A": "add",
+    "C": "cancel",
+    "M": "modify",
+    "T": "trade",
+    "F": "fill",
+    "R": "clear book",
+}
+"""Order-book event actions (MBO and MBP-10 ``action`` column)."""
+
+_TS = pa.timestamp("ns", tz="UTC")
+
+
+class EventKind(StrEnum):
+    """The kinds of market events ticktensor stores, one canonical schema each."""
+
+    TRADES = "trades"
+    QUOTES = "quotes"
+    MBP10 = "mbp10"
+    MBO = "mbo"
+    OHLCV = "ohlcv"
+
+
+def _field(
+    name: str, type_: pa.DataType, description: str, *, required: bool = False, unit: str = ""
+) -> pa.Field:
+    meta = {b"description": description.encode()}
+    if unit:
+        meta[b"unit"] = unit.encode()
+    return pa.field(name, type_, nullable=not required, metadata=meta)
+
+
+def _header(*, recv: bool = True) -> list[pa.Field]:
+    fields = [
+        _field(
+            "ts_event",
+            _TS,
+            "event time at the exchange/matching engine",
+            required=True,
+            unit="ns since UNIX epoch, UTC",
+        ),
+    ]
+    if recv:
+        fields.append(
+            _field(
+                "ts_recv",
+                _TS,
+                "capture time at the recording host",
+                unit="ns since UNIX epoch, UTC",
+            )
+        )
+    fields += [
+        _field("symbol", pa.string(), "instrument symbol as the vendor names it", required=True),
+        _field("venue", pa.string(), "trading venue (MIC or vendor dataset code)"),
+    ]
+    return fields
+
+
+def _sequence() -> pa.Field:
+    return _field("sequence", pa.uint64(), "venue/feed sequence number")
+
+
+def _side(description: str) -> pa.Field:
+    return _field(
+        "side", pa.int8(), description + ": +1 buy/bid, -1 sell/ask, 0 none/unknown", required=True
+    )
+
+
+def _action() -> pa.Field:
+    codes = ", ".join(f"{k} {v}" for k, v in ACTIONS.items())
+    return _field("action", pa.string(), f"book event action ({codes})", required=True)
+
+
+def _levels() -> list[pa.Field]:
+    fields: list[pa.Field] = []
+    for quantity, type_, what in (
+        ("px", pa.float64(), "price"),
+        ("sz", pa.float64(), "aggregate size"),
+        ("ct", pa.uint32(), "order count"),
+    ):
+        for book_side, word in (("bid", "bid"), ("ask", "ask")):
+            fields += [
+                _field(
+                    f"{book_side}_{quantity}_{level:02d}",
+                    type_,
+                    f"{word} {what} at level {level} (0 = best); null if the level is empty",
+                )
+                for level in range(MBP_DEPTH)
+            ]
+    return fields
+
+
+def _build(kind: EventKind, fields: list[pa.Field]) -> pa.Schema:
+    return pa.schema(
+        fields,
+        metadata={SCHEMA_VERSION_KEY: str(SCHEMA_VERSION).encode(), _KIND_KEY: kind.value.encode()},
+    )
+
+
+_SCHEMAS: dict[EventKind, pa.Schema] = {
+    EventKind.TRADES: _build(
+        EventKind.TRADES,
+        [
+            *_header(),
+            _field("price", pa.float64(), "trade price", required=True, unit="quote currency"),
+            _field("size", pa.float64(), "traded quantity", required=True, unit="base units"),
+            _side("aggressor side"),
+            _field("trade_id", pa.string(), "venue trade identifier"),
+            _sequence(),
+        ],
+    ),
+    EventKind.QUOTES: _build(
+        EventKind.QUOTES,
+        [
+            *_header(),
+            _field("bid_px", pa.float64(), "best bid price; null if the bid side is empty"),
+            _field("ask_px", pa.float64(), "best ask price; null if the ask side is empty"),
+            _field("bid_sz", pa.float64(), "size at the best bid"),
+            _field("ask_sz", pa.float64(), "size at the best ask"),
+            _field("bid_ct", pa.uint32(), "order count at the best bid"),
+            _field("ask_ct", pa.uint32(), "order count at the best ask"),
+            _sequence(),
+        ],
+    ),
+    EventKind.MBP10: _build(
+        EventKind.MBP10,
+        [
+            *_header(),
+            _action(),
+            _side("side of the book event"),
+            _field("price", pa.float64(), "price of the book event; null if undefined"),
+            _field("size", pa.float64(), "size of the book event"),
+            *_levels(),
+            _sequence(),
+        ],
+    ),
+    EventKind.MBO: _build(
+        EventKind.MBO,
+        [
+            *_header(),
+            _field("order_id", pa.uint64(), "venue order identifier", required=True),
+            _action(),
+            _side("side of the order"),
+            _field("price", pa.float64(), "order price; null if undefined (e.g. clear)"),
+            _field("size", pa.float64(), "order size after/of the event", required=True),
+            _field("flags", pa.uint8(), "vendor event flags (e.g. DBN F_LAST, F_SNAPSHOT)"),
+            _sequence(),
+        ],
+    ),
+    EventKind.OHLCV: _build(
+        EventKind.OHLCV,
+        [
+            *_header(recv=False),
+            _field("interval_ns", pa.int64(), "bar length", required=True, unit="ns"),
+            _field("open", pa.float64(), "first trade price in the bar", required=True),
+            _field("high", pa.float64(), "highest trade price in the bar", required=True),
+            _field("low", pa.float64(), "lowest trade price in the bar", required=True),
+            _field("close", pa.float64(), "last trade price in the bar", required=True),
+            _field("volume", pa.float64(), "traded quantity in the bar", required=True),
+            _field("trade_count", pa.uint64(), "number of trades in the bar"),
+            _field("vwap", pa.float64(), "volume-weighted average price in the bar"),
+        ],
+    ),
+}
+
+
+def schema_for(kind: EventKind | str) -> pa.Schema:
+    """Return the canonical Arrow schema of an event kind.
+
+    Parameters
+    ----------
+    kind
+        An :class:`EventKind` or its string value (``"trades"``, ``"quotes"``,
+        ``"mbp10"``, ``"mbo"``, ``"ohlcv"``).
+
+    Returns
+    -------
+    pyarrow.Schema
+        Fields with descriptions in their metadata; schema metadata carries
+        ``ticktensor.schema_version`` and ``ticktensor.kind``.
+
+    Raises
+    ------
+    SchemaError
+        If ``kind`` names no event kind.
+
+    Examples
+    --------
+    >>> schema_for("trades").field("price").type
+    DataType(double)
+    """
+    return _SCHEMAS[event_kind(kind)]
+
+
+def event_kind(kind: EventKind | str) -> EventKind:
+    """Coerce a string to :class:`EventKind`, raising SchemaError naming the choices."""
+    try:
+        return EventKind(kind)
+    except ValueError:
+        choices = ", ".join(repr(k.value) for k in EventKind)
+        raise SchemaError(f"unknown event kind {kind!r}; expected one of {choices}") from None
