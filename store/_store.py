@@ -33,7 +33,7 @@ from ._manifest import (
     sha256_hex,
 )
 from ._segments import segment_content_hash, segment_path, write_segment
-from ._tables import write_table
+from ._tables import encode_table, table_path, write_table
 from ._verify import VerifyReport, verify_manifest
 from ._version import StoreVersion
 
@@ -245,13 +245,22 @@ class Store:
         table: pa.Table,
         sources: Sequence[SourceFile] = (),
     ) -> TableRecord:
-        """Write one event (or quarantine) table; it becomes visible at the next commit."""
+        """Write one event (or quarantine) table; it becomes visible at the next commit.
+
+        A table identical to one of the latest version is not written again.
+        """
+        data = encode_table(table)
+        path = table_path(kind, symbol, session, data)
+        for rec in self.version().tables:
+            if rec.path == path:
+                return rec
         return write_table(
             self._location,
             kind=kind,
             symbol=symbol,
             session=session,
             table=table,
+            data=data,
             sources=sources,
         )
 

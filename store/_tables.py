@@ -14,7 +14,7 @@ from ticktensor.errors import SchemaError, StoreCorruptError
 from ._location import Location, safe_component
 from ._manifest import FileEntry, SourceFile, TableRecord, sha256_hex
 
-__all__ = ["read_table", "write_table"]
+__all__ = ["encode_table", "read_table", "table_path", "write_table"]
 
 
 def _ts_range(table: pa.Table) -> tuple[int | None, int | None]:
@@ -27,6 +27,21 @@ def _ts_range(table: pa.Table) -> tuple[int | None, int | None]:
     return mm["min"], mm["max"]
 
 
+def encode_table(table: pa.Table) -> bytes:
+    """The Parquet bytes stored for ``table`` (zstd; deterministic for equal tables)."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd", row_group_size=1 << 20)
+    return buf.getvalue()
+
+
+def table_path(kind: str, symbol: str, session: str, data: bytes) -> str:
+    """Where a table with Parquet bytes ``data`` is stored (named by its content hash)."""
+    if not kind or "/" in kind:
+        raise SchemaError(f"table kind must be a plain name, got {kind!r}")
+    digest = sha256_hex(data)[:16]
+    return f"events/{kind}/{safe_component(symbol)}/{safe_component(session)}-{digest}.parquet"
+
+
 def write_table(
     location: Location,
     *,
@@ -34,16 +49,11 @@ def write_table(
     symbol: str,
     session: str,
     table: pa.Table,
+    data: bytes,
     sources: Sequence[SourceFile] = (),
 ) -> TableRecord:
-    """Write ``table`` as one Parquet file named by its content hash and return its record."""
-    if not kind or "/" in kind:
-        raise SchemaError(f"table kind must be a plain name, got {kind!r}")
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd", row_group_size=1 << 20)
-    data = buf.getvalue()
-    digest = sha256_hex(data)
-    rel = f"events/{kind}/{safe_component(symbol)}/{safe_component(session)}-{digest[:16]}.parquet"
+    """Store ``data`` (``encode_table(table)``) and return the table's record."""
+    rel = table_path(kind, symbol, session, data)
     location.write_atomic(rel, data)
     start, end = _ts_range(table)
     return TableRecord(
@@ -54,7 +64,7 @@ def write_table(
         rows=table.num_rows,
         ts_start=start,
         ts_end=end,
-        file=FileEntry(digest, len(data)),
+        file=FileEntry(sha256_hex(data), len(data)),
         sources=tuple(sources),
     )
 

@@ -11,9 +11,10 @@ import pyarrow as pa
 
 from ticktensor.errors import StoreCorruptError
 
+from ._layout import Layout
 from ._location import Location
 from ._manifest import FeatureStats, Manifest, SegmentRecord, TableRecord
-from ._segments import SegmentArrays, open_segment
+from ._segments import SegmentArrays, open_segment, segment_content_hash
 from ._tables import read_table
 
 __all__ = ["SegmentData", "StoreVersion"]
@@ -107,8 +108,12 @@ class StoreVersion:
         """The segment's Zarr arrays (lazy; chunks are read on access)."""
         return open_segment(self._location, record)
 
-    def read_segment(self, record: SegmentRecord) -> SegmentData:
-        """Read a whole segment into memory."""
+    def read_segment(self, record: SegmentRecord, *, verify: bool = False) -> SegmentData:
+        """Read a whole segment into memory.
+
+        With ``verify=True`` the decoded arrays are hashed again and compared with the
+        segment's content hash, so a reader can prove it got exactly what was written.
+        """
         arrays = self.open_segment(record)
         ts = np.asarray(arrays.ts[...], dtype=np.int64)
         values = np.asarray(arrays.values[...], dtype=np.float32)
@@ -118,6 +123,22 @@ class StoreVersion:
                 f"{self._location.display(record.path)}: {ts.shape[0]} rows stored, "
                 f"manifest says {record.rows}"
             )
+        if verify:
+            again = segment_content_hash(
+                record.symbol,
+                record.session,
+                ts,
+                values,
+                labels,
+                record.feature_names,
+                record.label_names,
+                Layout.from_dict(dict(record.layout)),
+            )
+            if again != record.content_hash:
+                raise StoreCorruptError(
+                    f"{self._location.display(record.path)}: decoded content hash "
+                    f"{again[:16]} != recorded {record.content_hash[:16]}"
+                )
         return SegmentData(ts=ts, values=values, labels=labels)
 
     def tables_of(self, kind: str) -> tuple[TableRecord, ...]:

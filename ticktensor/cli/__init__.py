@@ -1,0 +1,45 @@
+"""The ``ticktensor`` command line: one subcommand per job."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ticktensor import __version__
+from ticktensor.errors import TickTensorError
+
+from . import _demo, _info, _verify
+
+__all__ = ["main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ticktensor",
+        description="Market data to versioned stores, and a fast windowed loader for PyTorch.",
+    )
+    parser.add_argument("--version", action="version", version=f"ticktensor {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (_demo, _info, _verify):
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except TickTensorError as exc:
+        print(f"ticktensor {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"ticktensor {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""``ticktensor info STORE``: versions, symbols, rows, bytes and codec of a store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ticktensor.store import Store
+
+from ._format import human_bytes, ns_to_iso
+
+__all__ = ["register", "store_info"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("info", help="summarize a store", description=__doc__)
+    p.add_argument("store", help="store path or fsspec URL")
+    p.add_argument("--version", type=int, default=None, help="version to describe (latest)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(run=run)
+
+
+def store_info(store: Store, version: int | None = None) -> dict[str, Any]:
+    """A JSON-able summary of ``store`` at ``version``."""
+    v = store.version(version)
+    segs = v.segments
+    codecs = sorted({str(s.layout["codec"]) for s in segs})
+    return {
+        "url": store.url,
+        "format_version": 1,
+        "version": v.version,
+        "latest_version": store.latest_version(),
+        "created": v.manifest.created,
+        "message": v.manifest.message,
+        "default_layout": store.layout.to_dict(),
+        "codecs": codecs,
+        "symbols": list(v.symbols),
+        "sessions": sorted({s.session for s in segs}),
+        "segments": len(segs),
+        "rows": v.rows,
+        "features": list(v.feature_names),
+        "labels": list(v.label_names),
+        "ts_start": min((s.ts_start for s in segs), default=None),
+        "ts_end": max((s.ts_end for s in segs), default=None),
+        "segment_bytes": sum(s.nbytes for s in segs),
+        "segment_files": sum(len(s.files) for s in segs),
+        "tables": {
+            kind: {
+                "files": len(v.tables_of(kind)),
+                "rows": sum(t.rows for t in v.tables_of(kind)),
+                "bytes": sum(t.nbytes for t in v.tables_of(kind)),
+            }
+            for kind in sorted({t.kind for t in v.tables})
+        },
+        "bytes": v.nbytes,
+        "stats_period": None if v.stats is None else list(v.stats.period),
+        "versions": [
+            {
+                "version": m.version,
+                "created": m.created,
+                "message": m.message,
+                "segments": len(m.segments),
+                "rows": m.rows,
+                "bytes": m.nbytes,
+            }
+            for m in store.versions()
+        ],
+    }
+
+
+def format_info(info: dict[str, Any]) -> str:
+    sessions = info["sessions"]
+    lines = [
+        f"store     {info['url']}  (format v{info['format_version']})",
+        f"version   {info['version']} of {info['latest_version']}  created {info['created']}"
+        + (f"  {info['message']!r}" if info["message"] else ""),
+        f"codec     {', '.join(info['codecs']) or info['default_layout']['codec']}"
+        f"  ({info['default_layout']['chunk_rows']:,} rows per chunk by default)",
+        f"symbols   {len(info['symbols'])}: {', '.join(info['symbols'])}",
+        f"sessions  {len(sessions)}" + (f": {sessions[0]} .. {sessions[-1]}" if sessions else ""),
+        f"rows      {info['rows']:,} in {info['segments']} segments, "
+        f"{len(info['features'])} features, {len(info['labels'])} labels",
+    ]
+    if info["ts_start"] is not None:
+        lines.append(f"time      {ns_to_iso(info['ts_start'])} .. {ns_to_iso(info['ts_end'])}")
+    lines.append(
+        f"bytes     {human_bytes(info['bytes'])} (features {human_bytes(info['segment_bytes'])}"
+        f" in {info['segment_files']} files)"
+    )
+    for kind, t in info["tables"].items():
+        lines.append(
+            f"events    {kind}: {t['rows']:,} rows in {t['files']} files, {human_bytes(t['bytes'])}"
+        )
+    lines.append("versions")
+    lines.extend(
+        f"  v{m['version']:<4} {m['created']}  {m['segments']:>4} segments "
+        f"{m['rows']:>12,} rows  {human_bytes(m['bytes']):>10}  {m['message']}"
+        for m in info["versions"]
+    )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    info = store_info(Store.open(args.store), args.version)
+    print(json.dumps(info, indent=2) if args.json else format_info(info))
+    return 0
