@@ -47,8 +47,10 @@ def test_no_bare_imports_of_package_folders() -> None:
     offenders = []
     for folder in ("ticktensor", *BARE, "tests", "benchmarks"):
         for path in (ROOT / folder).rglob("*.py"):
-            for m in pattern.finditer(path.read_text()):
-                offenders.append(f"{path.relative_to(ROOT)}: {m.group(0).strip()}")
+            offenders.extend(
+                f"{path.relative_to(ROOT)}: {m.group(0).strip()}"
+                for m in pattern.finditer(path.read_text())
+            )
     assert not offenders, "import ticktensor.<name>, never the bare folder:\n" + "\n".join(
         offenders
     )

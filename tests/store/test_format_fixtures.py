@@ -18,7 +18,8 @@ def _expected() -> object:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("make_store_v1", FIXTURES / "make_store_v1.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.expected
@@ -35,7 +36,8 @@ def test_reads_format_v1_fixture(tmp_path: Path) -> None:
     assert v.symbols == ("AAA", "B/B")
     assert v.feature_names == ("f0", "f1", "f2")
     assert v.label_names == ("y",)
-    assert v.stats is not None and v.stats.mean == (1.0, 2.0, 3.0)
+    assert v.stats is not None
+    assert v.stats.mean == (1.0, 2.0, 3.0)
     for seg in v.segments:
         ts, values, labels = expected(seg.symbol, 150)  # type: ignore[operator]
         data = v.read_segment(seg)
