@@ -73,17 +73,18 @@ def _field(
     return pa.field(name, type_, nullable=not required, metadata=meta)
 
 
-def _header(*, recv: bool = True) -> list[pa.Field]:
+def _header(*, bars: bool = False) -> list[pa.Field]:
+    event = "bar open time (start of the interval)" if bars else "event time at the exchange"
     fields = [
         _field(
             "ts_event",
             _TS,
-            "event time at the exchange/matching engine",
+            event,
             required=True,
             unit="ns since UNIX epoch, UTC",
         ),
     ]
-    if recv:
+    if not bars:  # a bar is computed, not captured: it has no receive time
         fields.append(
             _field(
                 "ts_recv",
@@ -193,7 +194,7 @@ _SCHEMAS: dict[EventKind, pa.Schema] = {
     EventKind.OHLCV: _build(
         EventKind.OHLCV,
         [
-            *_header(recv=False),
+            *_header(bars=True),
             _field("interval_ns", pa.int64(), "bar length", required=True, unit="ns"),
             _field("open", pa.float64(), "first trade price in the bar", required=True),
             _field("high", pa.float64(), "highest trade price in the bar", required=True),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -179,3 +180,14 @@ def test_conform_other_timezones_become_utc() -> None:
     out = conform(table, EventKind.QUOTES)
     assert out.column("ts_event").type == TS
     assert out.column("ts_event").cast(pa.int64()).to_pylist() == [0]
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "schemas.md"
+
+
+@pytest.mark.parametrize("kind", list(EventKind))
+def test_every_column_is_documented(kind: EventKind) -> None:
+    text = DOC.read_text()
+    for name in schema_for(kind).names:
+        generic = re.sub(r"_\d\d$", "_00", name)  # levels are documented as ranges
+        assert f"`{generic}`" in text, f"{name} of {kind.value} is missing from {DOC.name}"
