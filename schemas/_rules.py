@@ -88,15 +88,14 @@ def _check(
     rule: str,
     table: pa.Table,
     column: str,
-    bad: pa.ChunkedArray | npt.NDArray[np.bool_],
+    bad: pa.ChunkedArray | pa.Array,
     before: str,
     after: str = "",
     *,
     other: pa.ChunkedArray | None = None,
     show_value: bool = True,
 ) -> Iterator[Check]:
-    mask = bad if isinstance(bad, np.ndarray) else _mask(bad)
-    rows = np.flatnonzero(mask).astype(np.int64)
+    rows = np.flatnonzero(_mask(bad)).astype(np.int64)
     if rows.size == 0:
         return
     values = _text(table.column(column), rows)
