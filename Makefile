@@ -16,7 +16,9 @@ else
 TORCH_SPEC ?= torch==2.13.0
 endif
 
-SOURCES := pyproject.toml CMakeLists.txt $(shell find native -type f 2>/dev/null)
+# The editable install maps each module file, so a new .py file needs a reinstall too.
+SOURCES := pyproject.toml CMakeLists.txt $(shell find native -type f 2>/dev/null) \
+           $(shell find ticktensor schemas ingest loaders store -name '*.py' 2>/dev/null)
 
 .PHONY: setup demo test lint typecheck bench-gather clean
 
@@ -27,7 +29,7 @@ $(STAMP): $(SOURCES)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet "$(TORCH_SPEC)"
 	$(PIP) install --quiet "scikit-build-core>=0.10" "nanobind>=2.4" "cmake>=3.18" ninja
-	$(PIP) install --quiet --no-build-isolation -e ".[dev]"
+	flock $(VENV)/.install.lock $(PIP) install --quiet --no-build-isolation -e ".[dev]"
 	$(PY) -c "import ticktensor, ticktensor._native"
 	touch $(STAMP)
 

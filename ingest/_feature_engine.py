@@ -1,0 +1,1 @@
+"""_feature_engine (in progress)."""

@@ -1,0 +1,1 @@
+"""_job (in progress)."""

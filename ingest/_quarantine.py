@@ -1,0 +1,1 @@
+"""_quarantine (in progress)."""

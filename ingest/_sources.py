@@ -1,0 +1,138 @@
+"""Input files: expand paths, globs and fsspec URLs; open them decompressed and hashed."""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import gzip
+import hashlib
+import io
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import fsspec
+
+from ticktensor.errors import ConfigError
+
+__all__ = ["COMPRESSIONS", "Input", "expand_inputs"]
+
+COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass
+class Input:
+    """One input file: where it is, how it is compressed, and (after reading) its hash.
+
+    ``url`` is what the user can paste back; ``name`` the file name without the
+    compression suffix (``trades.csv`` for ``trades.csv.zst``), used for detection.
+    """
+
+    url: str
+    fs: fsspec.AbstractFileSystem = field(repr=False)
+    path: str
+    size: int
+    sha256: str | None = None
+
+    @property
+    def compression(self) -> str | None:
+        return COMPRESSIONS.get(os.path.splitext(self.path)[1].lower())
+
+    @property
+    def name(self) -> str:
+        base = os.path.basename(self.path)
+        return os.path.splitext(base)[0] if self.compression else base
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[IO[bytes]]:
+        """The decompressed bytes, streamed. The raw bytes are hashed on the way.
+
+        On exit the rest of the raw file is read (if the reader stopped early) so that
+        ``sha256`` always covers the whole file.
+        """
+        with self.fs.open(self.path, "rb") as raw:
+            hashing = _HashingReader(raw)
+            stream = _decompress(hashing, self.compression)
+            try:
+                yield stream
+            finally:
+                hashing.drain()
+                self.sha256 = hashing.hexdigest()
+
+    def head(self, n: int = 4096) -> bytes:
+        """The first ``n`` decompressed bytes (for format detection)."""
+        with self.fs.open(self.path, "rb") as raw:
+            stream = _decompress(raw, self.compression)
+            try:
+                return stream.read(n)
+            except Exception as exc:  # a corrupt archive: detection says so later
+                raise ConfigError(f"{self.url}: cannot decompress ({exc})") from exc
+
+
+class _HashingReader(io.RawIOBase):
+    """A read-only binary stream that hashes every byte read through it."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._hash = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._raw.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        self._hash.update(data)
+        return n
+
+    def drain(self) -> None:
+        while chunk := self._raw.read(1 << 20):
+            self._hash.update(chunk)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _decompress(raw: IO[bytes], compression: str | None) -> IO[bytes]:
+    if compression is None:
+        return io.BufferedReader(raw) if isinstance(raw, io.RawIOBase) else raw
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if compression == "bz2":
+        return bz2.BZ2File(raw, mode="rb")
+    import zstandard
+
+    return io.BufferedReader(
+        zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[arg-type]
+    )
+
+
+def expand_inputs(
+    inputs: Sequence[str], storage_options: dict[str, Any] | None = None
+) -> list[Input]:
+    """Resolve paths, globs and fsspec URLs to a sorted, de-duplicated list of files.
+
+    A directory expands to the files below it. Raises ``ConfigError`` naming any input
+    that matches nothing.
+    """
+    out: dict[str, Input] = {}
+    for spec in inputs:
+        fs, path = fsspec.core.url_to_fs(os.fspath(spec), **(storage_options or {}))
+        if _GLOB_CHARS & set(path):
+            paths = sorted(fs.glob(path))
+        elif fs.isdir(path):
+            paths = sorted(fs.find(path))
+        elif fs.exists(path):
+            paths = [path]
+        else:
+            paths = []
+        files = [p for p in paths if not fs.isdir(p)]
+        if not files:
+            raise ConfigError(f"input {spec!r} matches no file")
+        for p in files:
+            url = p if "://" not in spec else str(fs.unstrip_protocol(p))
+            out.setdefault(url, Input(url=url, fs=fs, path=p, size=int(fs.size(p))))
+    return sorted(out.values(), key=lambda i: i.url)

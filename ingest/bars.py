@@ -1,0 +1,1 @@
+"""bars (in progress)."""

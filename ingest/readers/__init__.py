@@ -1,0 +1,1 @@
+"""Vendor format readers (in progress)."""

@@ -1,0 +1,1 @@
+"""arrow reader (in progress)."""

@@ -1,0 +1,1 @@
+"""csv reader (in progress)."""

@@ -1,0 +1,1 @@
+"""dbn reader (in progress)."""

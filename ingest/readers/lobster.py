@@ -1,0 +1,1 @@
+"""lobster reader (in progress)."""

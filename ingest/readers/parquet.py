@@ -1,0 +1,1 @@
+"""parquet reader (in progress)."""

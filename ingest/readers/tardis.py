@@ -1,0 +1,1 @@
+"""tardis reader (in progress)."""
