@@ -127,10 +127,6 @@ void WindowGather::gather(const std::int64_t* array_ids, const std::int64_t* sta
   const std::size_t window_bytes = window_elements * sizeof(float);
   auto copy_range = [&](std::size_t begin, std::size_t end) {
     for (std::size_t b = begin; b < end; ++b) {
-      if (b + 1 < end) {
-        const char* next = reinterpret_cast<const char*>(windows[b + 1]);
-        for (std::size_t off = 0; off < window_bytes; off += 64) __builtin_prefetch(next + off);
-      }
       std::memcpy(out + b * window_elements, windows[b], window_bytes);
     }
   };
