@@ -1,1 +1,371 @@
-"""_job (in progress)."""
+"""The ingest job: input files -> validated events, features and one new store version."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+from tqdm import tqdm
+
+from ticktensor.errors import ConfigError, TickTensorError
+from ticktensor.ingest._assemble import AssembleResult, AssembleTask, StatsPartial, assemble
+from ticktensor.ingest._convert import ConvertTask, FileResult, convert_file
+from ticktensor.ingest._engines import make_engine
+from ticktensor.ingest._sources import Input, expand_inputs
+from ticktensor.ingest._staging import Staging, group_parts
+from ticktensor.ingest.readers import detect, get_reader
+from ticktensor.ingest.readers._base import ReadOptions
+from ticktensor.schemas import EventKind, FeatureSpec
+from ticktensor.store import FeatureStats, Layout, SourceFile, Store, StoreVersion
+
+__all__ = ["FileReport", "IngestOptions", "IngestResult", "ingest"]
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """Options of ``ticktensor ingest`` (see ``ticktensor ingest --help``).
+
+    Parameters
+    ----------
+    format
+        A reader name or ``"auto"`` (detect from content and name).
+    read
+        What readers get: the schema wanted, the symbol of files without one, batch
+        size and the CSV mapping.
+    spec
+        The feature spec; ``None`` reuses the store's, else a default for the data.
+    layout
+        Codec and chunking of new segments; ``None`` keeps the store's default.
+    ts_range
+        The declared ``[start, end)`` of the data in ns UTC: rows outside are quarantined.
+    """
+
+    format: str = "auto"
+    read: ReadOptions = field(default_factory=ReadOptions)
+    spec: FeatureSpec | None = None
+    layout: Layout | None = None
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    engine: Literal["local", "ray"] = "local"
+    strict: bool = False
+    ts_range: tuple[int, int] | None = None
+    replace: bool = False
+    message: str = ""
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ConfigError(f"workers must be >= 1, got {self.workers}")
+        if self.ts_range is not None and not self.ts_range[0] < self.ts_range[1]:
+            raise ConfigError(f"ts_range start must be before end, got {self.ts_range}")
+
+
+@dataclass
+class FileReport:
+    """One input file's outcome; ``rows_read == rows_stored + rows_quarantined``."""
+
+    file: str
+    format: str
+    schema: str | None
+    rows_read: int
+    rows_stored: int
+    rows_quarantined: int
+    seconds: float
+    bytes: int = 0
+    rules: dict[str, int] = field(default_factory=dict)
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class IngestResult:
+    """The whole job: per-file reports, the version published, and timings."""
+
+    files: list[FileReport]
+    version: StoreVersion
+    published: bool
+    segments: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rows_read(self) -> int:
+        return sum(f.rows_read for f in self.files)
+
+    @property
+    def rows_stored(self) -> int:
+        return sum(f.rows_stored for f in self.files)
+
+    @property
+    def rows_quarantined(self) -> int:
+        return sum(f.rows_quarantined for f in self.files)
+
+
+def _plan(inputs: list[Input], fmt: str) -> tuple[list[tuple[Input, str]], list[FileReport]]:
+    """Pick a reader per input; skip companions read with another input (LOBSTER books)."""
+    names = {i.name for i in inputs}
+    planned, skipped = [], []
+    for source in inputs:
+        reader = get_reader(fmt) if fmt != "auto" else detect(source)
+        companion_of = getattr(type(reader), "companion_of", None)
+        partner = companion_of(source.name) if companion_of is not None else None
+        if partner is not None:
+            if partner not in names:
+                raise ConfigError(
+                    f"{source.url}: read together with {partner}, which is not an input"
+                )
+            skipped.append(
+                FileReport(
+                    source.url,
+                    reader.name,
+                    None,
+                    0,
+                    0,
+                    0,
+                    0.0,
+                    source.size,
+                    note=f"read together with {partner}",
+                )
+            )
+            continue
+        planned.append((source, reader.name))
+    return planned, skipped
+
+
+def ingest(
+    inputs: Sequence[str],
+    out: str,
+    options: IngestOptions | None = None,
+    *,
+    progress: bool = True,
+) -> IngestResult:
+    """Convert ``inputs`` (paths, globs, fsspec URLs) into a new version of the store ``out``.
+
+    Nothing is lost: every row read is stored or quarantined (kind ``quarantine`` tables
+    name the file, row, rule and raw text), and the per-file counts add up. The version
+    is published once, at the end; a crash leaves the previous version intact.
+    """
+    options = options or IngestOptions()
+    t0 = time.perf_counter()
+    sources = expand_inputs(list(inputs))
+    planned, reports = _plan(sources, options.format)
+    store = Store.create(out, layout=options.layout, exist_ok=True)
+    base = store.latest_version()
+    staging = Staging(store.location, f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}")
+    workers = 1 if any(s.url.startswith("memory://") for s, _ in planned) else options.workers
+    if store.url.startswith("memory://"):
+        workers = 1  # memory:// is private to this process
+    try:
+        with make_engine(options.engine, workers) as engine:
+            files = _phase_convert(engine, planned, staging, options, progress)
+            spec = _spec(store, options, files)
+            results = _phase_assemble(engine, files, staging, store, spec, options, progress)
+        version, published = _publish(store, base, files, results, spec, staging, options)
+    finally:
+        staging.remove()
+    dups: Counter[str] = Counter()
+    for r in results:
+        if r.duplicates is not None:
+            dups.update(r.duplicates.column("source").to_pylist())
+    stored: Counter[str] = Counter()
+    for r in results:
+        stored.update(r.stored)
+    for f in files:
+        quarantined = f.rows_quarantined + dups[f.file]
+        if stored[f.file] != f.rows_read - quarantined:  # the "nothing lost" invariant
+            raise TickTensorError(
+                f"{f.file}: {f.rows_read} rows read but {stored[f.file]} stored and "
+                f"{quarantined} quarantined; this is a bug, please report it"
+            )
+        rules = dict(f.rules)
+        if dups[f.file]:
+            rules["duplicate"] = rules.get("duplicate", 0) + dups[f.file]
+        reports.append(
+            FileReport(
+                f.file,
+                f.format,
+                f.schema,
+                f.rows_read,
+                stored[f.file],
+                quarantined,
+                f.seconds,
+                f.bytes,
+                rules,
+            )
+        )
+    reports.sort(key=lambda r: r.file)
+    return IngestResult(
+        files=reports,
+        version=version,
+        published=published,
+        segments=sum(r.segment is not None for r in results),
+        seconds=time.perf_counter() - t0,
+        notes=[r.note for r in results if r.note],
+    )
+
+
+def _phase_convert(
+    engine: Any,
+    planned: list[tuple[Input, str]],
+    staging: Staging,
+    options: IngestOptions,
+    progress: bool,
+) -> list[FileResult]:
+    tasks = [
+        ConvertTask(
+            source, reader, options.read, staging, f"{i:05d}", options.ts_range, options.strict
+        )
+        for i, (source, reader) in enumerate(planned)
+    ]
+    total = sum(s.size for s, _ in planned)
+    files: list[FileResult] = []
+    t0 = time.perf_counter()
+    with tqdm(
+        total=len(tasks), unit="file", desc="ingest: read + validate", disable=not progress or None
+    ) as bar:
+        rows = done_bytes = 0
+        for res in engine.map_unordered(convert_file, tasks):
+            files.append(res)
+            rows += res.rows_read
+            done_bytes += res.bytes
+            rate = done_bytes / max(time.perf_counter() - t0, 1e-9) / 1e6
+            bar.set_postfix_str(f"{rows:,} rows, {rate:,.1f} MB/s of {total / 1e6:,.1f} MB")
+            bar.update(1)
+    return files
+
+
+def _spec(store: Store, options: IngestOptions, files: list[FileResult]) -> FeatureSpec:
+    from ticktensor.ingest.features import default_spec
+
+    if options.spec is not None:
+        return options.spec
+    existing = store.version().manifest.attributes.get("feature_spec")
+    if existing:
+        return FeatureSpec.from_dict(existing)
+    kinds = {EventKind(f.schema) for f in files if f.schema}
+    if not kinds:
+        raise ConfigError("no rows were read, so there is nothing to compute features from")
+    return default_spec(kinds)
+
+
+def _phase_assemble(
+    engine: Any,
+    files: list[FileResult],
+    staging: Staging,
+    store: Store,
+    spec: FeatureSpec,
+    options: IngestOptions,
+    progress: bool,
+) -> list[AssembleResult]:
+    provenance = {f.file: SourceFile(path=f.file, sha256=f.sha256, bytes=f.bytes) for f in files}
+    groups = group_parts([p for f in files for p in f.parts])
+    tasks = [
+        AssembleTask(
+            symbol,
+            session,
+            parts,
+            staging,
+            store.url,
+            spec,
+            options.layout,
+            {u: provenance[u] for u in provenance},
+            options.strict,
+        )
+        for (symbol, session), parts in groups.items()
+    ]
+    out = []
+    with tqdm(
+        total=len(tasks),
+        unit="segment",
+        desc="ingest: features + write",
+        disable=not progress or None,
+    ) as bar:
+        for res in engine.map_unordered(assemble, tasks):
+            out.append(res)
+            bar.update(1)
+    return out
+
+
+def _publish(
+    store: Store,
+    base: int,
+    files: list[FileResult],
+    results: list[AssembleResult],
+    spec: FeatureSpec,
+    staging: Staging,
+    options: IngestOptions,
+) -> tuple[StoreVersion, bool]:
+    from ticktensor.ingest._quarantine import QUARANTINE_SCHEMA
+
+    tables = [t for r in results for t in r.tables]
+    dup_by_source: dict[str, list[pa.Table]] = {}
+    for r in results:
+        if r.duplicates is not None:
+            for src in set(r.duplicates.column("source").to_pylist()):
+                dup_by_source.setdefault(src, []).append(
+                    r.duplicates.filter(pa.compute.equal(r.duplicates.column("source"), src))
+                )
+    for f in files:
+        parts = [staging.read([f.quarantine])] if f.quarantine else []
+        parts += dup_by_source.get(f.file, [])
+        if not parts:
+            continue
+        q = pa.concat_tables([p.cast(QUARANTINE_SCHEMA) for p in parts])
+        tables.append(
+            store.write_table(
+                kind="quarantine",
+                symbol=os.path.basename(f.file) or f.file,
+                session=f.sha256[:16] or "unhashed",
+                table=q,
+                sources=[SourceFile(f.file, f.sha256, f.bytes)],
+            )
+        )
+    segments = [r.segment for r in results if r.segment is not None]
+    stats = _stats(store, segments, results, spec)
+    version = store.commit(
+        segments=segments,
+        tables=tables,
+        stats=stats,
+        attributes={"feature_spec": spec.to_dict()},
+        message=options.message or f"ingest {len(files)} file(s)",
+        base_version=base,
+        replace=options.replace,
+    )
+    return version, version.version != base
+
+
+def _stats(
+    store: Store, segments: list[Any], results: list[AssembleResult], spec: FeatureSpec
+) -> FeatureStats | None:
+    """Per-feature mean/std over the declared training period, old and new segments."""
+    if spec.stats_period is None or not segments:
+        return None
+    start, end = spec.stats_period
+    total = StatsPartial()
+    for r in results:
+        total.merge(r.stats)
+    new_keys = {s.key for s in segments}
+    current = store.version()
+    for seg in current.select(start=start, end=end):
+        if seg.key in new_keys:
+            continue
+        data = current.read_segment(seg)
+        inside = (data.ts >= start) & (data.ts < end)
+        if inside.any():
+            total.add(data.values[inside])
+    if total.count == 0:
+        return current.stats
+    mean, std = total.mean_std()
+    return FeatureStats(
+        names=segments[0].feature_names,
+        mean=tuple(mean.tolist()),
+        std=tuple(std.tolist()),
+        count=total.count,
+        period=(start, end),
+    )

@@ -1,1 +1,72 @@
-"""_staging (in progress)."""
+"""Staging: per-file parts of an ingest job, kept in the store until the job publishes.
+
+Phase one of a job converts each input file into parts, one per (symbol, session,
+kind); phase two assembles each (symbol, session) from its parts. Parts live under
+``STORE/staging/<job id>/`` and are never referenced by a version: a crashed job leaves
+only staging debris, which is safe to delete when no job runs.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ticktensor.schemas import EventKind
+from ticktensor.store import Location
+from ticktensor.store._location import safe_component
+
+__all__ = ["Staging"]
+
+_SOURCE, _ROW = "_source", "_row"
+
+
+class Staging:
+    """The staging area of one ingest job, addressed by ``(location, job_id)`` (picklable)."""
+
+    def __init__(self, location: Location, job_id: str) -> None:
+        self.location = location
+        self.job_id = job_id
+        self.root = f"staging/{job_id}"
+
+    def __reduce__(self) -> tuple[type[Staging], tuple[Location, str]]:
+        return (Staging, (self.location, self.job_id))
+
+    def write_part(
+        self, kind: EventKind, symbol: str, session: str, tag: str, table: pa.Table
+    ) -> str:
+        """Store one part; ``table`` carries the ``_source`` and ``_row`` columns."""
+        rel = (
+            f"{self.root}/parts/{safe_component(symbol)}/{safe_component(session)}/"
+            f"{kind.value}/{tag}.parquet"
+        )
+        buf = io.BytesIO()
+        pq.write_table(table, buf, compression="lz4")
+        self.location.write_atomic(rel, buf.getvalue())
+        return rel
+
+    def write_quarantine(self, tag: str, table: pa.Table) -> str:
+        rel = f"{self.root}/quarantine/{tag}.parquet"
+        buf = io.BytesIO()
+        pq.write_table(table, buf, compression="zstd")
+        self.location.write_atomic(rel, buf.getvalue())
+        return rel
+
+    def read(self, rels: list[str]) -> pa.Table:
+        tables = [pq.read_table(io.BytesIO(self.location.read_bytes(r))) for r in rels]
+        return pa.concat_tables(tables, promote_options="default")
+
+    def remove(self) -> None:
+        self.location.remove_tree(self.root)
+
+
+def group_parts(
+    parts: list[tuple[str, str, EventKind, str]],
+) -> dict[tuple[str, str], dict[EventKind, list[str]]]:
+    """``(symbol, session, kind, rel)`` tuples grouped by (symbol, session), then kind."""
+    out: dict[tuple[str, str], dict[EventKind, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for symbol, session, kind, rel in parts:
+        out[(symbol, session)][kind].append(rel)
+    return {k: dict(v) for k, v in sorted(out.items())}

@@ -1,0 +1,185 @@
+"""Phase two of an ingest job: one (symbol, session) from its staged parts -> tables + segment."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import cast
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ticktensor.ingest import _quarantine
+from ticktensor.ingest._staging import Staging
+from ticktensor.schemas import EventKind, FeatureSpec
+from ticktensor.store import Layout, SegmentRecord, SourceFile, Store, TableRecord
+
+__all__ = ["AssembleResult", "AssembleTask", "StatsPartial", "assemble"]
+
+_EXTRA = ["_source", "_row"]
+
+
+@dataclass(frozen=True)
+class AssembleTask:
+    """Everything a worker needs to assemble one (symbol, session) (picklable)."""
+
+    symbol: str
+    session: str
+    parts: dict[EventKind, list[str]]
+    staging: Staging
+    store_url: str
+    spec: FeatureSpec
+    layout: Layout | None
+    sources: dict[str, SourceFile]
+    strict: bool = False
+
+
+@dataclass
+class StatsPartial:
+    """Mergeable float64 sums for per-feature mean/std over the training period."""
+
+    count: int = 0
+    total: npt.NDArray[np.float64] | None = None
+    total_sq: npt.NDArray[np.float64] | None = None
+
+    def add(self, values: npt.NDArray[np.float32]) -> None:
+        v = values.astype(np.float64)
+        v = np.where(np.isfinite(v), v, 0.0)
+        s, sq = v.sum(axis=0), (v * v).sum(axis=0)
+        self.total = s if self.total is None else self.total + s
+        self.total_sq = sq if self.total_sq is None else self.total_sq + sq
+        self.count += values.shape[0]
+
+    def merge(self, other: StatsPartial) -> None:
+        if other.total is not None and other.total_sq is not None:
+            self.total = other.total if self.total is None else self.total + other.total
+            self.total_sq = (
+                other.total_sq if self.total_sq is None else self.total_sq + other.total_sq
+            )
+            self.count += other.count
+
+    def mean_std(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        if self.total is None or self.total_sq is None or self.count == 0:
+            raise ValueError("no rows fell in the statistics period")
+        mean = self.total / self.count
+        var = np.maximum(self.total_sq / self.count - mean * mean, 0.0)
+        return mean, np.sqrt(var)
+
+
+@dataclass
+class AssembleResult:
+    """What phase two produced for one (symbol, session)."""
+
+    symbol: str
+    session: str
+    tables: list[TableRecord] = field(default_factory=list)
+    segment: SegmentRecord | None = None
+    duplicates: pa.Table | None = None
+    stored: Counter[str] = field(default_factory=Counter)
+    stats: StatsPartial = field(default_factory=StatsPartial)
+    note: str | None = None
+
+
+def _duplicates(table: pa.Table) -> npt.NDArray[np.bool_]:
+    """Rows identical (in every canonical column) to an earlier row, across files too."""
+    df = cast(pl.DataFrame, pl.from_arrow(table.drop_columns(_EXTRA)))
+    return (~df.is_first_distinct()).to_numpy()
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    order = pc.sort_indices(
+        table, [("ts_event", "ascending"), ("_source", "ascending"), ("_row", "ascending")]
+    )
+    return table.take(order)
+
+
+def assemble(task: AssembleTask) -> AssembleResult:
+    """Merge a (symbol, session)'s parts, drop cross-file duplicates, write tables + features."""
+    from ticktensor.ingest.features import compute_features
+
+    store = Store.open(task.store_url)
+    out = AssembleResult(task.symbol, task.session)
+    events: dict[EventKind, pa.Table] = {}
+    dup_tables = []
+    for kind, rels in sorted(task.parts.items()):
+        table = task.staging.read(rels)
+        table = _sorted(
+            table.set_column(
+                table.schema.get_field_index("_source"),
+                "_source",
+                table.column("_source").cast(pa.string()),
+            )
+        )
+        dup = _duplicates(table)
+        if dup.any():
+            bad = table.filter(pa.array(dup))
+            q = _duplicate_entries(kind, bad)
+            if task.strict:
+                _quarantine.raise_first(q)
+            dup_tables.append(q)
+            table = table.filter(pa.array(~dup))
+        out.stored.update(table.column("_source").to_pylist())
+        clean = table.drop_columns(_EXTRA)
+        events[kind] = clean
+        used = sorted(set(table.column("_source").to_pylist()))
+        out.tables.append(
+            store.write_table(
+                kind=kind.value,
+                symbol=task.symbol,
+                session=task.session,
+                table=clean,
+                sources=[task.sources[u] for u in used],
+            )
+        )
+    if dup_tables:
+        out.duplicates = pa.concat_tables(dup_tables)
+    features = compute_features(events, task.spec)
+    if features.ts.size == 0:
+        out.note = f"{task.symbol}/{task.session}: no rows on the {task.spec.clock} clock"
+        return out
+    out.segment = store.write_segment(
+        symbol=task.symbol,
+        session=task.session,
+        ts=features.ts,
+        values=features.values,
+        feature_names=features.feature_names,
+        labels=features.labels,
+        label_names=features.label_names,
+        layout=task.layout,
+        sources=[s for t in out.tables for s in t.sources],
+    )
+    if task.spec.stats_period is not None:
+        start, end = task.spec.stats_period
+        inside = (features.ts >= start) & (features.ts < end)
+        if inside.any():
+            out.stats.add(features.values[inside])
+    return out
+
+
+def _duplicate_entries(kind: EventKind, bad: pa.Table) -> pa.Table:
+    n = bad.num_rows
+    rendered = _quarantine.rows_as_json(bad.drop_columns(_EXTRA), np.arange(n, dtype=np.int64))
+    sources = bad.column("_source").to_pylist()
+    rows = bad.column("_row").to_pylist()
+    return pa.table(
+        {
+            "source": pa.array(sources, pa.string()),
+            "row": pa.array(rows, pa.int64()),
+            "kind": pa.array([kind.value] * n, pa.string()),
+            "rule": pa.array(["duplicate"] * n, pa.string()),
+            "column": pa.array(["*"] * n, pa.string()),
+            "value": pa.array([None] * n, pa.string()),
+            "message": pa.array(
+                [
+                    f"{s} row {r}: duplicate of an earlier row"
+                    for s, r in zip(sources, rows, strict=True)
+                ],
+                pa.string(),
+            ),
+            "raw": pa.array(rendered, pa.string()),
+        },
+        schema=_quarantine.QUARANTINE_SCHEMA,
+    )

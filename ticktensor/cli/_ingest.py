@@ -1,0 +1,179 @@
+"""``ticktensor ingest``: convert vendor market data files into a new store version.
+
+examples:
+  ticktensor ingest trades.csv.gz --out store --schema trades --symbol AAPL \\
+      --columns ts_event=time,price=px,size=qty --ts-unit ms
+  ticktensor ingest 'data/*.dbn.zst' --out s3://bucket/store --codec zstd --workers 8
+  ticktensor ingest AMZN_*_message_1.csv --out store --format lobster --schema quotes
+  ticktensor ingest quotes.parquet --out store --features features.toml --report report.json
+  RAY_ADDRESS=ray://head:10001 ticktensor ingest 's3://raw/2024-*/' --out s3://feat --engine ray
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, date, datetime
+from typing import Any
+
+from typing import TYPE_CHECKING
+
+from ticktensor.errors import ConfigError
+from ticktensor.schemas import EventKind
+from ticktensor.store import Codec, Layout
+
+from ._format import human_bytes
+
+if TYPE_CHECKING:
+    from ticktensor.ingest._job import IngestOptions, IngestResult
+
+__all__ = ["register"]
+
+SCHEMAS = {
+    "trades": "trades",
+    "quotes": "quotes",
+    "mbp10": "mbp10",
+    "mbo": "mbo",
+    "bars": "ohlcv",
+    "ohlcv": "ohlcv",
+}
+FORMATS = ("auto", "csv", "parquet", "arrow", "dbn", "lobster", "tardis")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "ingest",
+        help="convert market data files into a store version",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("sources", nargs="+", metavar="SRC", help="paths, globs or fsspec URLs")
+    p.add_argument("--out", required=True, help="store path or fsspec URL (created if new)")
+    p.add_argument("--format", choices=FORMATS, default="auto")
+    p.add_argument("--schema", choices=sorted(SCHEMAS), help="canonical schema of the events")
+    p.add_argument("--symbol", help="symbol for files without a symbol column")
+    p.add_argument("--features", metavar="SPEC.toml", help="feature spec (default: by data)")
+    p.add_argument("--codec", choices=[c.value for c in Codec], help="feature chunk codec")
+    p.add_argument("--chunk-rows", type=int, help="rows per feature chunk")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes")
+    p.add_argument("--engine", choices=("local", "ray"), default="local")
+    p.add_argument("--strict", action="store_true", help="fail on the first bad row")
+    p.add_argument("--start", type=date.fromisoformat, help="declared first day (UTC)")
+    p.add_argument("--end", type=date.fromisoformat, help="declared day after the last")
+    p.add_argument("--replace", action="store_true", help="supersede existing sessions")
+    p.add_argument("--report", metavar="FILE", help="write per-file results as JSON")
+    p.add_argument("--message", default="", help="version message")
+    p.add_argument("--batch-rows", type=int, default=1 << 20, help="rows per read batch")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    csv = p.add_argument_group("generic CSV")
+    csv.add_argument("--delimiter", default=",")
+    csv.add_argument("--no-header", action="store_true")
+    csv.add_argument(
+        "--columns",
+        default="",
+        metavar="NAME=COL,...",
+        help="canonical column = file column (or 0-based index without header)",
+    )
+    csv.add_argument("--ts-unit", choices=("s", "ms", "us", "ns"), default="ns")
+    csv.add_argument("--ts-format", help="strptime format of text timestamps")
+    csv.add_argument("--timezone", default="UTC", help="zone of text timestamps")
+    csv.add_argument("--price-scale", type=float, default=1.0, help="price multiplier")
+    p.set_defaults(run=run)
+
+
+def _ns(day: date | None) -> int | None:
+    if day is None:
+        return None
+    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()) * 1_000_000_000
+
+
+def options_from_args(args: argparse.Namespace) -> IngestOptions:
+    from ticktensor.ingest._job import IngestOptions
+    from ticktensor.ingest.readers._base import CsvFormat, ReadOptions
+
+    columns = {}
+    for item in filter(None, args.columns.split(",")):
+        name, sep, col = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--columns expects NAME=COLUMN pairs, got {item!r}")
+        columns[name.strip()] = col.strip()
+    csv = CsvFormat(
+        delimiter=args.delimiter,
+        header=not args.no_header,
+        columns=columns,
+        ts_unit=args.ts_unit,
+        ts_format=args.ts_format,
+        timezone=args.timezone,
+        price_scale=args.price_scale,
+    )
+    kind = EventKind(SCHEMAS[args.schema]) if args.schema else None
+    spec = None
+    if args.features:
+        from ticktensor.ingest.features import load_spec
+
+        spec = load_spec(args.features)
+    layout = None
+    if args.codec or args.chunk_rows:
+        layout = Layout(
+            codec=Codec(args.codec or "none"), chunk_rows=args.chunk_rows or Layout().chunk_rows
+        )
+    start, end = _ns(args.start), _ns(args.end)
+    if (start is None) != (end is None):
+        raise ConfigError("--start and --end declare a range together; give both")
+    return IngestOptions(
+        format=args.format,
+        read=ReadOptions(kind=kind, symbol=args.symbol, batch_rows=args.batch_rows, csv=csv),
+        spec=spec,
+        layout=layout,
+        workers=args.workers,
+        engine=args.engine,
+        strict=args.strict,
+        ts_range=None if start is None or end is None else (start, end),
+        replace=args.replace,
+        message=args.message,
+    )
+
+
+def format_result(result: IngestResult) -> str:
+    width = max([len(os.path.basename(f.file)) for f in result.files] + [4])
+    lines = [
+        f"{'file':<{width}}  {'format':<8} {'schema':<7} {'read':>12} {'stored':>12} "
+        f"{'quarantined':>12} {'s':>7}"
+    ]
+    for f in result.files:
+        lines.append(
+            f"{os.path.basename(f.file):<{width}}  {f.format:<8} {f.schema or '-':<7} "
+            f"{f.rows_read:>12,} {f.rows_stored:>12,} {f.rows_quarantined:>12,} {f.seconds:>7.2f}"
+            + (f"  ({f.note})" if f.note else "")
+        )
+        if f.rules:
+            lines.append(
+                " " * (width + 2)
+                + "quarantine rules: "
+                + ", ".join(f"{k} {v:,}" for k, v in sorted(f.rules.items()))
+            )
+    lines.append(
+        f"{'total':<{width}}  {'':<16} {result.rows_read:>12,} {result.rows_stored:>12,} "
+        f"{result.rows_quarantined:>12,} {result.seconds:>7.2f}"
+    )
+    v = result.version
+    state = "published" if result.published else "unchanged (identical content already stored)"
+    lines.append(
+        f"store version {v.version} {state}: {len(v.segments)} segments, {v.rows:,} feature "
+        f"rows, {human_bytes(v.nbytes)}; {result.rows_read / max(result.seconds, 1e-9):,.0f} rows/s"
+    )
+    lines.extend(f"note: {n}" for n in result.notes)
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ticktensor.ingest._job import ingest
+
+    result = ingest(args.sources, args.out, options_from_args(args), progress=not args.quiet)
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump([r.to_dict() for r in result.files], f, indent=2)
+    print(format_result(result), file=sys.stdout)
+    return 0
