@@ -16,9 +16,7 @@ import json
 import os
 import sys
 from datetime import UTC, date, datetime
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ticktensor.errors import ConfigError
 from ticktensor.schemas import EventKind
