@@ -70,7 +70,8 @@ def convert_file(task: ConvertTask) -> FileResult:
     quarantined: list[pa.Table] = []
     for i, batch in enumerate(reader.read(task.source, task.options)):
         result.schema = batch.kind.value
-        checked = validate(batch.table, batch.kind, ts_range=task.ts_range)
+        # Duplicates are found in phase two, over the whole (symbol, session), across files.
+        checked = validate(batch.table, batch.kind, ts_range=task.ts_range, check_duplicates=False)
         q = pa.concat_tables(
             [
                 _quarantine.from_rejects(url, batch.kind.value, batch.rejects),
