@@ -8,6 +8,8 @@ import gzip
 import hashlib
 import io
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -60,6 +62,34 @@ class Input:
             finally:
                 hashing.drain()
                 self.sha256 = hashing.hexdigest()
+
+    @contextlib.contextmanager
+    def open_seekable(self) -> Iterator[IO[bytes]]:
+        """A seekable binary file, for formats with a footer (Parquet, Arrow IPC files).
+
+        An uncompressed file is opened as it is and hashed in a second pass on exit; a
+        compressed one is first decompressed into a temporary file. Either way
+        ``sha256`` covers the raw bytes of the whole file.
+        """
+        if self.compression is not None:
+            with tempfile.TemporaryFile() as tmp:
+                with self.open() as stream:
+                    shutil.copyfileobj(stream, tmp, 1 << 20)
+                tmp.seek(0)
+                yield tmp
+            return
+        with self.fs.open(self.path, "rb") as file:
+            try:
+                yield file
+            finally:
+                self.sha256 = self._hash_raw()
+
+    def _hash_raw(self) -> str:
+        digest = hashlib.sha256()
+        with self.fs.open(self.path, "rb") as raw:
+            while chunk := raw.read(1 << 20):
+                digest.update(chunk)
+        return digest.hexdigest()
 
     def head(self, n: int = 4096) -> bytes:
         """The first ``n`` decompressed bytes (for format detection)."""

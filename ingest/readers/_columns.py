@@ -1,0 +1,330 @@
+"""Column plans: map a tabular file's columns onto a canonical schema and normalize them.
+
+Shared by the CSV, Parquet and Arrow readers. A :class:`ColumnPlan` says which file
+column feeds each canonical column (``CsvFormat.columns`` first, then the canonical name
+itself) and which constants fill the rest; :func:`convert` turns a table of file
+columns into canonical columns and reports, per column, the rows whose value could
+not be decoded (those rows become rejects, never silent nulls).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ticktensor.errors import ConfigError, SchemaError
+from ticktensor.schemas import EventKind, schema_for
+
+from ._base import ReadOptions
+
+__all__ = ["NULL_VALUES", "Bad", "ColumnPlan", "convert", "plan_columns", "safe_cast"]
+
+#: Field texts that mean "no value" in non-string columns (CSV reading and fallback).
+NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "NULL", "null", "None"]
+
+_TS = pa.timestamp("ns", tz="UTC")
+_UNIT_NS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_PRICE_NAMES = {"price", "bid_px", "ask_px", "open", "high", "low", "close", "vwap"}
+_OFFSET = r"(Z|[+-]\d\d:?\d\d)$"
+_DECIMAL = r"^\s*(?P<int>[+-]?\d+)(?:\.(?P<frac>\d{0,9})\d*)?\s*$"
+_INTERVAL = re.compile(r"(?:^|[_\-.])(\d+)(s|m|min|h|d)(?=$|[_\-.])")
+_INTERVAL_NS = {"s": 10**9, "m": 60 * 10**9, "min": 60 * 10**9, "h": 3600 * 10**9}
+_INTERVAL_NS["d"] = 86400 * 10**9
+_STRPTIME_DIGITS = {"Y": r"\d{4}", "m": r"\d{2}", "d": r"\d{2}", "H": r"\d{2}"}
+_STRPTIME_DIGITS |= {"M": r"\d{2}", "S": r"\d{2}", "y": r"\d{2}", "j": r"\d{3}"}
+
+
+def is_price(name: str) -> bool:
+    """Whether canonical column ``name`` holds a price (scaled by ``price_scale``)."""
+    return name in _PRICE_NAMES or "_px_" in name
+
+
+@dataclass(frozen=True)
+class Bad:
+    """Rows of one column whose value could not be decoded."""
+
+    column: str
+    mask: npt.NDArray[np.bool_]
+    values: pa.Array
+    reason: str
+    rule: str = "unparseable"
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """Where each canonical column of ``kind`` comes from in one file.
+
+    ``sources`` maps canonical names to file columns; ``constants`` fills canonical
+    columns the file lacks (``symbol`` from ``ReadOptions.symbol``, ``side`` 0 =
+    unknown, ``interval_ns`` from a bar length in the file name such as ``_1m``).
+    """
+
+    kind: EventKind
+    sources: dict[str, str]
+    constants: dict[str, object]
+    options: ReadOptions
+
+    @property
+    def file_columns(self) -> list[str]:
+        """The file columns to read, each once, in canonical order."""
+        return list(dict.fromkeys(self.sources.values()))
+
+
+def plan_columns(
+    kind: EventKind, available: Sequence[str], options: ReadOptions, source: str
+) -> ColumnPlan:
+    """Resolve canonical columns of ``kind`` against a file's ``available`` columns.
+
+    Raises
+    ------
+    ConfigError
+        When ``CsvFormat.columns`` names a canonical column ``kind`` does not have.
+    SchemaError
+        Naming a mapped column the file lacks, or a required column with no source,
+        and listing the file's columns.
+    """
+    schema = schema_for(kind)
+    mapping = options.csv.columns
+    if unknown := sorted(set(mapping) - set(schema.names)):
+        raise ConfigError(
+            f"column mapping names {unknown}, not columns of {kind.value}: {schema.names}"
+        )
+    sources: dict[str, str] = {}
+    constants: dict[str, object] = {}
+    missing: list[str] = []
+    for field in schema:
+        name = field.name
+        if name in mapping:
+            if mapping[name] not in available:
+                raise SchemaError(
+                    f"{source}: column {mapping[name]!r} (mapped to {name!r}) is not in "
+                    f"the file; its columns are {list(available)}"
+                )
+            sources[name] = mapping[name]
+        elif name in available:
+            sources[name] = name
+        elif name == "symbol" and options.symbol is not None:
+            constants[name] = options.symbol
+        elif name == "side":
+            constants[name] = 0
+        elif name == "interval_ns" and (interval := _interval_from_name(source)):
+            constants[name] = interval
+        elif not field.nullable:
+            missing.append(name)
+    if missing:
+        hint = " or pass a symbol" if "symbol" in missing else ""
+        raise SchemaError(
+            f"{source}: no column for required {kind.value} column(s) {missing}; map them "
+            f"with CsvFormat.columns{hint}. The file's columns are {list(available)}"
+        )
+    return ColumnPlan(kind, sources, constants, options)
+
+
+def _interval_from_name(source: str) -> int | None:
+    stem = source.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+    found = _INTERVAL.findall(stem)
+    return int(found[-1][0]) * _INTERVAL_NS[found[-1][1]] if found else None
+
+
+def safe_cast(array: pa.Array, type_: pa.DataType) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
+    """Cast ``array`` to ``type_``; values that do not cast become null and flagged.
+
+    The whole array is cast at once when it can be; otherwise halves are retried, so
+    a few bad values cost a few extra casts, not a per-value Python loop.
+    """
+    bad = np.zeros(len(array), dtype=bool)
+    return _cast_halving(array, type_, bad, 0), bad
+
+
+def _cast_halving(
+    array: pa.Array, type_: pa.DataType, bad: npt.NDArray[np.bool_], start: int
+) -> pa.Array:
+    try:
+        return pc.cast(array, type_, safe=True)
+    except pa.ArrowInvalid:
+        if len(array) == 1:
+            bad[start] = True
+            return pa.nulls(1, type_)
+    half = len(array) // 2
+    left = _cast_halving(array.slice(0, half), type_, bad, start)
+    right = _cast_halving(array.slice(half), type_, bad, start + half)
+    return pa.concat_arrays([left, right])
+
+
+def convert(table: pa.Table, plan: ColumnPlan) -> tuple[pa.Table, list[Bad]]:
+    """Normalize ``table`` (file columns) into the canonical columns of ``plan.kind``.
+
+    Returns the canonical table (every field nullable, like
+    :func:`ticktensor.schemas._conform.cast_columns`) and the undecodable values.
+    """
+    schema = schema_for(plan.kind)
+    n = table.num_rows
+    columns: list[pa.Array | pa.ChunkedArray] = []
+    bads: list[Bad] = []
+    for field in schema:
+        if field.name in plan.constants:
+            value = pa.scalar(plan.constants[field.name], field.type)
+            columns.append(pa.repeat(value, n))
+            continue
+        if field.name not in plan.sources:
+            columns.append(pa.nulls(n, field.type))
+            continue
+        source = table.column(plan.sources[field.name])
+        array, mask, reason = _convert_column(field.name, field.type, source, plan)
+        if mask is not None and mask.any():
+            bads.append(Bad(plan.sources[field.name], mask, source.combine_chunks(), reason))
+        columns.append(array)
+    fields = [field.with_nullable(True) for field in schema]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=schema.metadata)), bads
+
+
+_Converted = tuple[pa.Array | pa.ChunkedArray, npt.NDArray[np.bool_] | None, str]
+
+
+def _convert_column(
+    name: str, type_: pa.DataType, source: pa.ChunkedArray, plan: ColumnPlan
+) -> _Converted:
+    fmt = plan.options.csv
+    kind = source.type
+    if pa.types.is_timestamp(type_):
+        return _to_timestamp(source, plan)
+    if name == "side":
+        return _map_side(source, fmt.side_map)
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        if not pa.types.is_string(type_):
+            source = pc.if_else(pc.is_in(source, pa.array(NULL_VALUES)), None, source)
+    try:
+        array = pc.cast(source, type_, safe=True)
+        mask = None
+    except pa.ArrowNotImplementedError:
+        raise SchemaError(
+            f"column {plan.sources[name]!r} ({source.type}) cannot become {name!r} ({type_})"
+        ) from None
+    except pa.ArrowInvalid:
+        array, mask = safe_cast(source.combine_chunks(), type_)
+    if is_price(name) and fmt.price_scale != 1.0:
+        array = pc.multiply(array, fmt.price_scale)
+    return array, mask, f"is not a valid {type_}"
+
+
+def _map_side(source: pa.ChunkedArray, side_map: Mapping[str, int]) -> _Converted:
+    table = dict(side_map)
+    array = source.combine_chunks()
+    if not pa.types.is_dictionary(array.type):
+        if not pa.types.is_string(array.type):
+            array = pc.cast(array, pa.string())
+        array = pc.dictionary_encode(array)
+    labels = [str(v) for v in array.dictionary.to_pylist()]
+    known = np.array([label in table for label in labels], dtype=bool)
+    codes = pa.array([table.get(label, 0) for label in labels], pa.int8())
+    indices = array.indices
+    sides = pc.take(codes, indices)
+    mask = None
+    if not known.all():
+        mask = np.asarray(pc.take(pa.array(~known), indices).fill_null(False))
+        sides = pc.if_else(pa.array(mask), None, sides)
+    mask_nulls = np.asarray(pc.is_null(indices))
+    if mask_nulls.any():  # an empty field is the empty side label when mapped
+        sides = pc.if_else(pa.array(mask_nulls), pa.scalar(table.get("", 0), pa.int8()), sides)
+    return sides, mask, f"is not in the side map {sorted(table)}"
+
+
+def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
+    fmt = plan.options.csv
+    kind = source.type
+    reason = "is not a timestamp"
+    if pa.types.is_timestamp(kind):
+        if kind.tz is None:
+            return _localize(source, fmt.timezone), None, reason
+        return pc.cast(source, _TS), None, reason
+    if pa.types.is_integer(kind):
+        ns = pc.multiply_checked(pc.cast(source, pa.int64()), _UNIT_NS[fmt.ts_unit])
+        return pc.cast(ns, _TS), None, reason
+    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        ns = pc.round(pc.multiply(pc.cast(source, pa.float64()), float(_UNIT_NS[fmt.ts_unit])))
+        return pc.cast(pc.cast(ns, pa.int64()), _TS), None, reason
+    text = pc.cast(source.combine_chunks(), pa.string())
+    if fmt.ts_format is not None:
+        parsed = _strptime(text, fmt.ts_format)
+        reason = f"does not match the time format {fmt.ts_format!r}"
+    elif _looks_numeric(text):
+        parsed = _decimal_ns(text, _UNIT_NS[fmt.ts_unit])
+        reason = f"is not a number of {fmt.ts_unit} since the epoch"
+    elif pc.all(pc.match_substring_regex(text, _OFFSET)).as_py():
+        return (*safe_cast(text, _TS), "is not an ISO 8601 time")
+    else:
+        parsed, _ = safe_cast(text, pa.timestamp("ns"))
+        reason = "is not an ISO 8601 time without offset"
+    mask = np.asarray(pc.and_(pc.is_null(parsed), pc.is_valid(text)))
+    if pa.types.is_timestamp(parsed.type) and parsed.type.tz is None:
+        parsed = _localize(parsed, fmt.timezone)
+    elif not pa.types.is_timestamp(parsed.type):
+        parsed = pc.cast(parsed, _TS)
+    return parsed, mask, reason
+
+
+def _localize(naive: pa.Array | pa.ChunkedArray, timezone: str) -> pa.Array | pa.ChunkedArray:
+    naive = pc.cast(naive, pa.timestamp("ns"))
+    if timezone == "UTC":
+        return pc.cast(naive, _TS)
+    local = pc.assume_timezone(naive, timezone, ambiguous="earliest", nonexistent="earliest")
+    return pc.cast(local, _TS)
+
+
+def _looks_numeric(text: pa.Array) -> bool:
+    first = pc.drop_null(text)[:100].to_pylist()
+    return any(re.match(_DECIMAL, value) for value in first)
+
+
+def _decimal_ns(text: pa.Array, unit_ns: int) -> pa.Array:
+    """Exact ns from decimal text in ``unit_ns`` units (no float rounding)."""
+    parts = pc.extract_regex(text, _DECIMAL)
+    whole = pc.cast(pc.struct_field(parts, "int"), pa.int64())
+    frac = pc.utf8_rpad(pc.struct_field(parts, "frac"), 9, "0")
+    frac_ns = pc.divide(pc.multiply(pc.cast(frac, pa.int64()), unit_ns), 10**9)
+    sign = pc.if_else(pc.starts_with(pc.struct_field(parts, "int"), "-"), -1, 1)
+    ns = pc.add(pc.multiply_checked(whole, unit_ns), pc.multiply(sign, frac_ns))
+    return pc.if_else(pc.is_valid(parts), ns, None)
+
+
+def _strptime(text: pa.Array, format_: str) -> pa.Array:
+    """``strptime`` with ``%f`` (1-9 fraction digits) support, which Arrow lacks."""
+    if "%f" not in format_:
+        return pc.strptime(text, format=format_, unit="ns", error_is_null=True)
+    head, _, tail = format_.partition("%f")
+    pattern = (
+        f"^(?P<head>{_format_regex(head)})(?P<frac>\\d{{1,9}})(?P<tail>{_format_regex(tail)})$"
+    )
+    parts = pc.extract_regex(text, pattern)
+    base = pc.binary_join_element_wise(
+        pc.struct_field(parts, "head"), pc.struct_field(parts, "tail"), ""
+    )
+    seconds = pc.strptime(base, format=head + tail, unit="ns", error_is_null=True)
+    frac = pc.cast(pc.utf8_rpad(pc.struct_field(parts, "frac"), 9, "0"), pa.int64())
+    ns = pc.add(pc.cast(seconds, pa.int64()), frac)
+    return pc.cast(pc.if_else(pc.is_valid(parts), ns, None), pa.timestamp("ns"))
+
+
+def _format_regex(format_: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(format_):
+        if format_[i] == "%" and i + 1 < len(format_):
+            code = format_[i + 1]
+            if code not in _STRPTIME_DIGITS and code != "%":
+                raise ConfigError(
+                    f"time format {format_!r}: %{code} cannot be combined with %f "
+                    f"(supported with %f: %{' %'.join(_STRPTIME_DIGITS)})"
+                )
+            out.append(_STRPTIME_DIGITS.get(code, "%"))
+            i += 2
+        else:
+            out.append(re.escape(format_[i]))
+            i += 1
+    return "".join(out)

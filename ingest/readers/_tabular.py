@@ -1,0 +1,57 @@
+"""Typed tabular inputs (Parquet, Arrow): record batches mapped onto a canonical schema."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ticktensor.errors import ConfigError
+from ticktensor.ingest._sources import Input
+from ticktensor.schemas import EventKind
+
+from ._base import EventBatch, ReadOptions
+from ._columns import convert, plan_columns
+from ._rejects import table_rejects
+
+__all__ = ["decode_batches", "kind_of"]
+
+_KIND_KEY = b"ticktensor.kind"
+
+
+def kind_of(source: Input, options: ReadOptions, schema: pa.Schema) -> EventKind:
+    """``options.kind``, else the kind a ticktensor-written file records in its metadata."""
+    if options.kind is not None:
+        return options.kind
+    recorded = (schema.metadata or {}).get(_KIND_KEY)
+    if recorded is not None:
+        return EventKind(recorded.decode())
+    kinds = ", ".join(k.value for k in EventKind)
+    raise ConfigError(f"{source.url}: pass an event kind (--kind): one of {kinds}")
+
+
+def decode_batches(
+    source: Input,
+    options: ReadOptions,
+    schema: pa.Schema,
+    batches: Callable[[Sequence[str]], Iterator[pa.RecordBatch]],
+) -> Iterator[EventBatch]:
+    """Map each record batch of ``batches(columns)`` onto the canonical schema.
+
+    Rows are numbered by record, from 1. A value that does not convert makes its row a
+    reject whose ``raw`` is the source record as JSON; decoded rows carry no raw text.
+    """
+    kind = kind_of(source, options, schema)
+    plan = plan_columns(kind, schema.names, options, source.name)
+    start = 1
+    for batch in batches(plan.file_columns):
+        table = pa.Table.from_batches([batch])
+        rows = np.arange(start, start + table.num_rows, dtype=np.int64)
+        start += table.num_rows
+        canonical, bads = convert(table, plan)
+        rejects, keep = table_rejects(source.url, bads, rows, table)
+        if keep is not None:
+            canonical = canonical.filter(pa.array(keep))
+            rows = rows[keep]
+        yield EventBatch(kind, canonical, rows, rejects=rejects)
