@@ -86,7 +86,8 @@ class AssembleResult:
 def _duplicates(table: pa.Table) -> npt.NDArray[np.bool_]:
     """Rows identical (in every canonical column) to an earlier row, across files too."""
     df = cast(pl.DataFrame, pl.from_arrow(table.drop_columns(_EXTRA)))
-    return (~df.is_first_distinct()).to_numpy()
+    first = df.select(pl.struct(pl.all()).is_first_distinct().alias("first"))["first"]
+    return cast("npt.NDArray[np.bool_]", (~first).to_numpy())
 
 
 def _sorted(table: pa.Table) -> pa.Table:

@@ -247,7 +247,8 @@ def _spec(store: Store, options: IngestOptions, files: list[FileResult]) -> Feat
         return options.spec
     existing = store.version().manifest.attributes.get("feature_spec")
     if existing:
-        return FeatureSpec.from_dict(existing)
+        spec: FeatureSpec = FeatureSpec.from_dict(existing)
+        return spec
     kinds = {EventKind(f.schema) for f in files if f.schema}
     if not kinds:
         raise ConfigError("no rows were read, so there is nothing to compute features from")

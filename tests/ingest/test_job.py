@@ -1,0 +1,264 @@
+"""The ingest job end to end: real files in, a store version out, nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pytest
+
+from ticktensor.errors import SchemaError, ValidationError
+from ticktensor.ingest import SyntheticMarket, generate_day
+from ticktensor.ingest._job import IngestOptions, ingest
+from ticktensor.ingest.readers._base import ReadOptions
+from ticktensor.schemas import EventKind
+from ticktensor.store import Store
+
+TRADE_COLS = ["ts_event", "symbol", "price", "size", "side"]
+QUOTE_COLS = ["ts_event", "symbol", "bid_px", "ask_px", "bid_sz", "ask_sz"]
+MARKET = SyntheticMarket(symbols=("AAA", "BBB"), n_days=2, quotes_per_day=3000.0,
+                         trades_per_day=800.0, seed=3)
+
+
+def write_csv(table: pa.Table, cols: list[str], path: Path) -> Path:
+    t = table.select(cols)
+    t = t.set_column(0, "ts_event", t.column("ts_event").cast(pa.int64()))
+    pacsv.write_csv(t, path, pacsv.WriteOptions(quoting_style="none"))
+    return path
+
+
+def market_files(tmp: Path, day: date) -> list[Path]:
+    out = []
+    for sym in MARKET.symbols:
+        tables = generate_day(MARKET, sym, day)
+        out.append(write_csv(tables[EventKind.TRADES], TRADE_COLS, tmp / f"{sym}-{day}-trades.csv"))
+    return out
+
+
+def opts(kind: str = "trades", **kw: object) -> IngestOptions:
+    return IngestOptions(format="csv", read=ReadOptions(kind=EventKind(kind)), workers=1, **kw)  # type: ignore[arg-type]
+
+
+def test_csv_trades_to_store_counts_add_up(tmp_path: Path) -> None:
+    files = market_files(tmp_path, MARKET.days[0])
+    result = ingest([str(f) for f in files], str(tmp_path / "store"), opts(), progress=False)
+    assert result.published
+    assert result.rows_quarantined == 0
+    for f in result.files:
+        assert f.rows_read == f.rows_stored + f.rows_quarantined
+        assert f.rows_read == sum(1 for _ in open(f.file)) - 1
+    v = result.version
+    assert {s.symbol for s in v.segments} == {"AAA", "BBB"}
+    assert len(v.tables_of("trades")) == 2
+    assert v.tables_of("quarantine") == ()
+    stored = sum(t.rows for t in v.tables_of("trades"))
+    assert stored == result.rows_stored
+    Store.open(str(tmp_path / "store")).verify()
+
+
+def test_rerun_is_idempotent_and_new_day_appends(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    day0 = [str(f) for f in market_files(tmp_path, MARKET.days[0])]
+    first = ingest(day0, store, opts(), progress=False)
+    again = ingest(day0, store, opts(), progress=False)
+    assert not again.published
+    assert again.version.version == first.version.version
+    old_paths = {s.path for s in first.version.segments}
+    day1 = [str(f) for f in market_files(tmp_path, MARKET.days[1])]
+    appended = ingest(day1, store, opts(), progress=False)
+    assert appended.version.version == first.version.version + 1
+    assert old_paths < {s.path for s in appended.version.segments}
+    assert len({s.session for s in appended.version.segments}) == 2
+
+
+def _bad_csv(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_bytes(body.encode() if isinstance(body, str) else body)
+    return str(path)
+
+
+HEADER = "ts_event,symbol,price,size,side\n"
+T0 = 1_704_205_800_000_000_000
+
+
+def row(i: int, price: str = "100.5", size: str = "10", sym: str = "AAA") -> str:
+    return f"{T0 + i * 1000},{sym},{price},{size},1\n"
+
+
+QUARANTINE_CASES = {
+    "nan_price": (HEADER + row(0) + row(1, price="nan") + row(2), {"finite": 1}),
+    "negative_size": (HEADER + row(0) + row(1, size="-5") + row(2), {"non_negative_size": 1}),
+    "negative_price": (HEADER + row(0, price="-3.5") + row(1), {"positive_price": 1}),
+    "zero_price": (HEADER + row(0, price="0") + row(1), {"positive_price": 1}),
+    "huge_value": (HEADER + row(0, size="1e400") + row(1), {"finite": 1}),
+    "duplicate_rows": (HEADER + row(0) + row(1) + row(1) + row(2), {"duplicate": 1}),
+    "unparseable_price": (HEADER + row(0) + row(1, price="abc") + row(2), {"unparseable": 1}),
+    "wrong_field_count": (HEADER + row(0) + "1,AAA,2\n" + row(2), {"field_count": 1}),
+    "truncated_last_line": (HEADER + row(0) + row(1) + f"{T0 + 5000},AA", {"field_count": 1}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUARANTINE_CASES))
+def test_bad_rows_are_quarantined_and_counted(tmp_path: Path, case: str) -> None:
+    body, expected_rules = QUARANTINE_CASES[case]
+    path = _bad_csv(tmp_path, f"{case}.csv", body)
+    result = ingest([path], str(tmp_path / "store"), opts(), progress=False)
+    (report,) = result.files
+    n_rows = body.count("\n") - 1 + (0 if body.endswith("\n") else 1)
+    assert report.rows_read == n_rows
+    assert report.rows_read == report.rows_stored + report.rows_quarantined
+    assert report.rows_quarantined == sum(expected_rules.values())
+    assert {k: v for k, v in report.rules.items()} == expected_rules, report.rules
+    (q,) = result.version.tables_of("quarantine")
+    table = result.version.read_table(q)
+    assert table.num_rows == sum(expected_rules.values())
+    assert set(table.column("rule").to_pylist()) == set(expected_rules)
+    assert all(s == path for s in table.column("source").to_pylist())
+    assert all(r for r in table.column("raw").to_pylist())
+
+
+def test_unsorted_timestamps_are_sorted_not_lost(tmp_path: Path) -> None:
+    path = _bad_csv(tmp_path, "unsorted.csv", HEADER + row(5) + row(1) + row(3) + row(2))
+    result = ingest([path], str(tmp_path / "store"), opts(), progress=False)
+    assert result.rows_stored == 4
+    (t,) = result.version.tables_of("trades")
+    ts = result.version.read_table(t).column("ts_event").cast(pa.int64()).to_numpy()
+    assert np.all(np.diff(ts) > 0)
+
+
+def test_out_of_declared_range_quarantined(tmp_path: Path) -> None:
+    path = _bad_csv(tmp_path, "range.csv", HEADER + row(0) + row(1) + f"{T0 * 2},AAA,1.0,1,1\n")
+    result = ingest(
+        [path], str(tmp_path / "store"), opts(ts_range=(T0 - 10**12, T0 + 10**12)), progress=False
+    )
+    assert result.files[0].rules == {"ts_range": 1}
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "error", "match"),
+    [
+        ("missing_column.csv", "ts_event,symbol,size,side\n1,AAA,1,1\n", SchemaError, "price"),
+        ("wrong_delimiter.csv", HEADER.replace(",", ";") + row(0).replace(",", ";"),
+         SchemaError, "price"),
+    ],
+)
+def test_structural_problems_raise_clear_errors(
+    tmp_path: Path, name: str, body: str, error: type[Exception], match: str
+) -> None:
+    path = _bad_csv(tmp_path, name, body)
+    with pytest.raises(error, match=match):
+        ingest([path], str(tmp_path / "store"), opts(), progress=False)
+    assert Store.open(str(tmp_path / "store")).latest_version() == 0
+
+
+def test_extra_column_empty_file_header_only(tmp_path: Path) -> None:
+    extra = _bad_csv(tmp_path, "extra.csv", "ts_event,symbol,price,size,side,venue2\n"
+                     + row(0).strip() + ",X\n")
+    empty = _bad_csv(tmp_path, "empty.csv", "")
+    header_only = _bad_csv(tmp_path, "header.csv", HEADER)
+    result = ingest([extra, empty, header_only], str(tmp_path / "store"), opts(), progress=False)
+    by_name = {os.path.basename(f.file): f for f in result.files}
+    assert by_name["extra.csv"].rows_stored == 1
+    assert by_name["empty.csv"].rows_read == 0
+    assert by_name["header.csv"].rows_read == 0
+
+
+def test_strict_mode_names_file_row_column_value_rule(tmp_path: Path) -> None:
+    path = _bad_csv(tmp_path, "strict.csv", HEADER + row(0) + row(1, size="-5"))
+    with pytest.raises(ValidationError) as info:
+        ingest([path], str(tmp_path / "store"), opts(strict=True), progress=False)
+    msg = str(info.value)
+    for part in ("strict.csv", "row 2", "size", "-5", "non_negative_size"):
+        assert part in msg, msg
+
+
+def test_report_json_and_cli(tmp_path: Path) -> None:
+    files = market_files(tmp_path, MARKET.days[0])
+    report = tmp_path / "report.json"
+    exe = Path(sys.executable).parent / "ticktensor"
+    proc = subprocess.run(
+        [str(exe), "ingest", *map(str, files), "--out", str(tmp_path / "store"), "--format",
+         "csv", "--schema", "trades", "--workers", "2", "--report", str(report), "--quiet"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(report.read_text())
+    assert [sorted(r) for r in rows][0] >= sorted(
+        ["file", "format", "schema", "rows_read", "rows_stored", "rows_quarantined", "seconds"])
+    assert all(r["rows_read"] == r["rows_stored"] + r["rows_quarantined"] for r in rows)
+    assert "published" in proc.stdout
+
+
+def test_memory_urls(tmp_path: Path) -> None:
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/ttjob/in/trades.csv", (HEADER + row(0) + row(1)).encode())
+    result = ingest(["memory://ttjob/in/*.csv"], "memory://ttjob/store", opts(), progress=False)
+    assert result.rows_stored == 2
+
+
+KILL_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    from ticktensor.ingest import _assemble
+    from ticktensor.ingest._job import IngestOptions, ingest
+    from ticktensor.ingest.readers._base import ReadOptions
+    from ticktensor.schemas import EventKind
+
+    orig = _assemble.assemble
+    def dying(task):
+        res = orig(task)
+        if sys.argv[3] == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return res
+    _assemble.assemble = dying
+    import ticktensor.ingest._job as job
+    job.assemble = dying
+    opts = IngestOptions(format="csv", read=ReadOptions(kind=EventKind.TRADES), workers=1)
+    r = ingest(sys.argv[4:], sys.argv[1], opts, progress=False)
+    print("version", r.version.version)
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_ingest_keeps_previous_version(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    day0 = [str(f) for f in market_files(tmp_path, MARKET.days[0])]
+    ingest(day0, store, opts(), progress=False)
+    before = Store.open(store).version()
+    day1 = [str(f) for f in market_files(tmp_path, MARKET.days[1])]
+    killed = subprocess.run([sys.executable, "-c", KILL_CHILD, store, "x", "kill", *day1],
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    after = Store.open(store)
+    assert after.latest_version() == before.version
+    assert after.version().manifest == before.manifest
+    after.verify()
+    rerun = subprocess.run([sys.executable, "-c", KILL_CHILD, store, "x", "ok", *day1],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"version {before.version + 1}" in rerun.stdout
+    Store.open(store).verify()
+
+
+@pytest.mark.slow
+def test_ray_engine_on_a_local_cluster(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    files = [str(f) for f in market_files(tmp_path, MARKET.days[0])]
+    local = ingest(files, str(tmp_path / "a"), opts(), progress=False)
+    ray = ingest(files, str(tmp_path / "b"), opts(engine="ray", workers=2), progress=False)
+    assert [(f.rows_read, f.rows_stored) for f in ray.files] == [
+        (f.rows_read, f.rows_stored) for f in local.files]
+    assert [s.content_hash for s in ray.version.segments] == [
+        s.content_hash for s in local.version.segments]
