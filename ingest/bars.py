@@ -1,1 +1,257 @@
-"""bars (in progress)."""
+"""Bars: trades of one symbol resampled to time, volume or dollar bars in the ``ohlcv`` schema.
+
+Rules (see ``docs/features.md``):
+
+- **time bars** (``"1s"``, ``"1m"``, ...) cover ``[open, open + interval)`` with opens on
+  the epoch-aligned grid (``ts - ts % interval``); ``interval_ns`` is the interval. Empty
+  intervals are skipped by default; ``fill="ffill"`` emits them instead with
+  ``open = high = low = close =`` the previous close, zero volume and trade count, and a
+  null ``vwap``.
+- **volume bars** (``"volume:N"``) and **dollar bars** (``"dollar:N"``, notional
+  ``price * size``) close with the trade at which the session's cumulative quantity first
+  reaches a multiple of ``N``; no trade is split, so one trade larger than ``N`` closes a
+  bar on its own. ``ts_event`` is the first trade's time and ``interval_ns`` the time to the
+  last trade. The last bar may be partial (``keep_partial=False`` drops it).
+
+Every bar is labelled by its open time (``ts_event``) and is complete at
+``ts_event + interval_ns`` (its *close time*). With ``quotes``, the columns ``bid_px``,
+``ask_px``, ``bid_sz`` and ``ask_sz`` hold the last quote at or before the close time
+(time bars: strictly before the interval's end), appended after the canonical columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from ticktensor.errors import ConfigError, SchemaError
+from ticktensor.schemas import BarRule, EventKind, parse_bar_rule, parse_duration_ns, schema_for
+
+__all__ = ["QUOTE_COLUMNS", "dollar_bars", "make_bars", "time_bars", "volume_bars"]
+
+QUOTE_COLUMNS: tuple[str, ...] = ("bid_px", "ask_px", "bid_sz", "ask_sz")
+"""Quote columns joined as of each bar's close time when quotes are given."""
+
+Fill = Literal["skip", "ffill"]
+_OHLCV = schema_for(EventKind.OHLCV)
+
+
+def _event_frame(table: pa.Table, what: str, columns: Sequence[str]) -> pl.DataFrame:
+    """``ts`` (int64 ns, checked sorted) and those of ``columns`` the table has, as float64."""
+    ts = np.asarray(table.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
+    if ts.size > 1 and (back := np.flatnonzero(ts[1:] < ts[:-1])).size:
+        row = int(back[0]) + 1
+        raise SchemaError(
+            f"{what} row {row}: ts_event {ts[row]} is before row {row - 1}'s {ts[row - 1]} "
+            f"(rule: sorted by ts_event)"
+        )
+    data: dict[str, pl.Series] = {"ts": pl.Series("ts", ts)}
+    for name in columns:
+        if name in table.column_names:
+            values = table.column(name).cast(pa.float64())
+            data[name] = pl.Series(name, values.to_numpy(zero_copy_only=False), pl.Float64)
+    return pl.DataFrame(data).with_columns(pl.col("ts").set_sorted())
+
+
+def _asof(
+    left: pl.DataFrame, key: str, right: pl.DataFrame, columns: Sequence[str]
+) -> pl.DataFrame:
+    """Join ``columns`` of the last ``right`` row with ``ts <= left[key]`` (point in time)."""
+    # Of several rows with one timestamp, the last in the table is the state at that time.
+    last = (pl.col("ts") != pl.col("ts").shift(-1)).fill_null(True)
+    right = right.filter(last).select(pl.col("ts").alias("_asof_ts"), *columns)
+    joined = left.join_asof(
+        right,
+        left_on=key,
+        right_on="_asof_ts",
+        strategy="backward",
+        check_sortedness=False,  # both sides are checked sorted on the way in
+    )
+    return joined.drop("_asof_ts", strict=False)
+
+
+def _aggregate(trades: pl.DataFrame, bar: pl.Expr) -> pl.DataFrame:
+    signed = (pl.col("side") * pl.col("size")).sum() if "side" in trades.columns else pl.lit(0.0)
+    return (
+        trades.with_columns(bar.alias("_bar"), (pl.col("price") * pl.col("size")).alias("_dollar"))
+        .group_by("_bar", maintain_order=True)
+        .agg(
+            pl.col("ts").first().alias("ts_first"),
+            pl.col("ts").last().alias("ts_last"),
+            pl.col("price").first().alias("open"),
+            pl.col("price").max().alias("high"),
+            pl.col("price").min().alias("low"),
+            pl.col("price").last().alias("close"),
+            pl.col("size").sum().alias("volume"),
+            pl.len().cast(pl.UInt64).alias("trade_count"),
+            pl.col("_dollar").sum().alias("dollar_volume"),
+            signed.alias("signed_volume"),
+        )
+        .with_columns(
+            pl.when(pl.col("volume") > 0)
+            .then(pl.col("dollar_volume") / pl.col("volume"))
+            .otherwise(None)
+            .alias("vwap")
+        )
+    )
+
+
+def _time_frame(trades: pl.DataFrame, interval: int, fill: Fill) -> pl.DataFrame:
+    bars = _aggregate(trades, pl.col("ts") - pl.col("ts") % interval).rename({"_bar": "ts_event"})
+    if fill == "ffill" and bars.height:
+        opens = pl.int_range(bars["ts_event"][0], bars["ts_event"][-1] + 1, interval, eager=True)
+        grid = pl.DataFrame({"ts_event": opens.cast(pl.Int64)})
+        bars = grid.join(bars, on="ts_event", how="left", maintain_order="left")
+        close = pl.col("close").forward_fill()
+        bars = bars.with_columns(
+            *(pl.col(c).fill_null(close) for c in ("open", "high", "low")),
+            close,
+            *(pl.col(c).fill_null(0) for c in ("volume", "trade_count")),
+            *(pl.col(c).fill_null(0.0) for c in ("dollar_volume", "signed_volume")),
+        )
+    return bars.with_columns(
+        pl.lit(interval, pl.Int64).alias("interval_ns"),
+        (pl.col("ts_event") + interval).alias("ts_close"),
+        # Quotes as of the interval's end: strictly before the next bar opens.
+        (pl.col("ts_event") + (interval - 1)).alias("_asof_key"),
+    )
+
+
+def _threshold_frame(
+    trades: pl.DataFrame, kind: str, threshold: float, keep_partial: bool
+) -> pl.DataFrame:
+    quantity = pl.col("size") if kind == "volume" else pl.col("price") * pl.col("size")
+    before = quantity.cum_sum().shift(1, fill_value=0.0)  # quantity traded before this trade
+    bars = _aggregate(trades, (before / threshold).floor().cast(pl.Int64))
+    if not keep_partial and bars.height:
+        total = trades.select(quantity.sum()).item()
+        if total < (bars["_bar"][-1] + 1) * threshold:
+            bars = bars.head(-1)
+    return bars.rename({"ts_first": "ts_event"}).with_columns(
+        (pl.col("ts_last") - pl.col("ts_event")).alias("interval_ns"),
+        pl.col("ts_last").alias("ts_close"),
+        pl.col("ts_last").alias("_asof_key"),
+    )
+
+
+def _bar_frame(
+    trades: pa.Table,
+    rule: BarRule,
+    quotes: pa.Table | None = None,
+    *,
+    fill: Fill = "skip",
+    keep_partial: bool = True,
+) -> pl.DataFrame:
+    """Bars as a polars frame with extra columns the feature engine uses.
+
+    Columns: ``ts_event`` (open), ``interval_ns``, ``ts_close``, OHLC, ``volume``,
+    ``trade_count``, ``vwap``, ``dollar_volume``, ``signed_volume`` and, with quotes,
+    :data:`QUOTE_COLUMNS`.
+    """
+    if fill not in ("skip", "ffill"):
+        raise ConfigError(f"fill must be 'skip' or 'ffill', got {fill!r}")
+    frame = _event_frame(trades, "trades", ("price", "size", "side"))
+    if missing := [c for c in ("price", "size") if c not in frame.columns]:
+        raise SchemaError(f"trades have no column(s) {missing}; bars need price and size")
+    if rule.kind == "time":
+        bars = _time_frame(frame, rule.interval_ns, fill)
+    else:
+        bars = _threshold_frame(frame, rule.kind, rule.size, keep_partial)
+    if quotes is not None:
+        bars = _asof(
+            bars, "_asof_key", _event_frame(quotes, "quotes", QUOTE_COLUMNS), QUOTE_COLUMNS
+        )
+    return bars.drop("_bar", "_asof_key", "ts_first", "ts_last", strict=False)
+
+
+def _first(table: pa.Table, name: str) -> str | None:
+    if name not in table.column_names or table.num_rows == 0:
+        return None
+    distinct = table.column(name).unique()
+    if name == "symbol" and len(distinct) > 1:
+        raise SchemaError(f"bars are per symbol; trades hold {len(distinct)}: {distinct[:5]}")
+    value = distinct[0].as_py()
+    return None if value is None else str(value)
+
+
+def make_bars(
+    trades: pa.Table,
+    rule: str | BarRule,
+    *,
+    quotes: pa.Table | None = None,
+    fill: Fill = "skip",
+    keep_partial: bool = True,
+) -> pa.Table:
+    """Resample one symbol's trades (sorted by ``ts_event``) to bars in the ``ohlcv`` schema.
+
+    Parameters
+    ----------
+    trades
+        Trades with at least ``ts_event``, ``price`` and ``size`` (``symbol`` and
+        ``venue`` are copied when present).
+    rule
+        ``"1s"``, ``"time:5m"``, ``"volume:1000"``, ``"dollar:1e6"`` or a :class:`BarRule`.
+    quotes
+        Quotes of the same symbol: adds the last quote as of each bar's close.
+    fill
+        Time bars only: ``"skip"`` empty intervals or ``"ffill"`` them (see module doc).
+    keep_partial
+        Volume/dollar bars only: keep the last, not yet full, bar.
+
+    Returns
+    -------
+    pyarrow.Table
+        The ``ohlcv`` columns in canonical order, then the quote columns if ``quotes``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> trades = pa.table({"ts_event": [0, 4, 1_000_000_000], "price": [10.0, 12.0, 11.0],
+    ...                    "size": [1.0, 3.0, 2.0], "symbol": ["X"] * 3})
+    >>> bars = make_bars(trades, "1s")
+    >>> bars.column("close").to_pylist(), bars.column("vwap").to_pylist()
+    ([12.0, 11.0], [11.5, 11.0])
+    """
+    parsed = parse_bar_rule(rule) if isinstance(rule, str) else rule
+    bars = _bar_frame(trades, parsed, quotes, fill=fill, keep_partial=keep_partial)
+    columns: dict[str, pa.Array] = {}
+    for fld in _OHLCV:
+        if fld.name == "symbol":
+            columns["symbol"] = pa.repeat(pa.scalar(_first(trades, "symbol") or ""), bars.height)
+        elif fld.name == "venue":
+            columns["venue"] = pa.repeat(
+                pa.scalar(_first(trades, "venue"), pa.string()), bars.height
+            )
+        else:
+            columns[fld.name] = bars[fld.name].to_arrow().cast(fld.type)
+    table = pa.table(columns, schema=_OHLCV)
+    if quotes is not None:
+        for name in QUOTE_COLUMNS:
+            table = table.append_column(name, bars[name].to_arrow().cast(pa.float64()))
+    return table
+
+
+def time_bars(
+    trades: pa.Table, interval: str | int, *, quotes: pa.Table | None = None, fill: Fill = "skip"
+) -> pa.Table:
+    """Time bars of ``interval`` (``"1s"``, ``"1m"``, or ns); see :func:`make_bars`."""
+    ns = parse_duration_ns(interval) if isinstance(interval, str) else interval
+    return make_bars(trades, BarRule("time", ns), quotes=quotes, fill=fill)
+
+
+def volume_bars(
+    trades: pa.Table, size: float, *, quotes: pa.Table | None = None, keep_partial: bool = True
+) -> pa.Table:
+    """A bar every ``size`` units traded; see :func:`make_bars`."""
+    return make_bars(trades, BarRule("volume", size), quotes=quotes, keep_partial=keep_partial)
+
+
+def dollar_bars(
+    trades: pa.Table, notional: float, *, quotes: pa.Table | None = None, keep_partial: bool = True
+) -> pa.Table:
+    """A bar every ``notional`` of ``price * size`` traded; see :func:`make_bars`."""
+    return make_bars(trades, BarRule("dollar", notional), quotes=quotes, keep_partial=keep_partial)

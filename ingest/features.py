@@ -1,41 +1,53 @@
-"""A minimal point-in-time feature builder: quotes (+ trades) to a float32 matrix and labels.
+"""Point-in-time features and labels: declarative specs, TOML files, defaults and training stats.
 
-Each quote row becomes one feature row. Trades are joined as of the quote's time: a
-row sees only trades with ``ts_event <= `` its own ``ts_event``. Labels look ahead
-only through their declared horizon.
+A :class:`~ticktensor.schemas.FeatureSpec` names a row *clock* (which event stream
+gives one row per event), the feature columns and the labels. :func:`compute_features`
+evaluates it on one symbol's session: features at row ``i`` use only events stamped at
+or before row ``i``'s time; labels look ahead only through their declared horizon. The
+catalogue and its formulas are in ``docs/features.md``; :func:`known_features` lists
+the names per clock.
 
-Features (names as in :data:`FEATURES`):
-
-``mid_log_return``
-    ``log(mid[i] / mid[i-1])`` with ``mid = (bid_px + ask_px) / 2``; 0 for the first row.
-``spread_bps``
-    ``(ask_px - bid_px) / mid * 1e4``.
-``imbalance``
-    ``(bid_sz - ask_sz) / (bid_sz + ask_sz)`` in [-1, 1]; 0 when both sizes are 0.
-``log1p_bid_sz``, ``log1p_ask_sz``
-    ``log1p`` of the sizes at the best bid / ask.
-``time_of_day``
-    Seconds since midnight UTC divided by 86,400, in [0, 1).
-``last_trade_signed_size``
-    ``side * size`` of the latest trade at or before the row (0 if none yet).
-``trades_last_1s``
-    Number of trades in ``(ts - 1 s, ts]``.
-
-Quote rows with a null price or size yield NaN features; validate first.
+Examples
+--------
+>>> from ticktensor.ingest.synthetic import SyntheticMarket, generate_day
+>>> market = SyntheticMarket(symbols=("X",), quotes_per_day=500, trades_per_day=100)
+>>> day = generate_day(market, "X", market.days[0])
+>>> spec = FeatureSpec(("log_return", "spread_bps", "signed_volume_1s", "volatility_20"))
+>>> compute_features(day, spec).values.shape[1]
+4
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import math
+import tomllib
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
-from ticktensor.errors import ConfigError, SchemaError
-from ticktensor.schemas import FeatureSpec, LabelSpec
+from ticktensor.errors import ConfigError
+from ticktensor.schemas import EventKind, FeatureSpec, LabelSpec, parse_duration_ns
 
-__all__ = ["DEMO_FEATURE_SPEC", "FEATURES", "FeatureArrays", "build_features", "demo_feature_spec"]
+from ._feature_engine import FeatureArrays, check_spec, compute, known_features
+from ._feature_stats import FeatureStatsAccumulator
+
+__all__ = [
+    "DEMO_FEATURE_SPEC",
+    "FEATURES",
+    "FeatureArrays",
+    "FeatureStatsAccumulator",
+    "build_features",
+    "check_spec",
+    "compute_features",
+    "default_spec",
+    "demo_feature_spec",
+    "dump_spec",
+    "known_features",
+    "load_spec",
+]
 
 FEATURES: tuple[str, ...] = (
     "mid_log_return",
@@ -47,26 +59,55 @@ FEATURES: tuple[str, ...] = (
     "last_trade_signed_size",
     "trades_last_1s",
 )
-"""Every feature this builder computes, in its default order."""
-
-LABEL_SOURCES: tuple[str, ...] = ("mid", "bid_px", "ask_px")
-
-_NS_PER_DAY = 86_400 * 1_000_000_000
-_NS_PER_SECOND = 1_000_000_000
-Floats = npt.NDArray[np.float64]
+"""The demo's features on the quotes clock, in its order."""
 
 
-class FeatureArrays(NamedTuple):
-    """Features and labels of one series, row-aligned with ``ts``."""
+def compute_features(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -> FeatureArrays:
+    """Compute the features and labels of ``spec`` for one symbol and one session.
 
-    ts: npt.NDArray[np.int64]
-    """``ts_event`` of each row, ns since the epoch (UTC)."""
-    values: npt.NDArray[np.float32]
-    """Feature matrix ``[n, F]``."""
-    labels: npt.NDArray[np.float32]
-    """Label matrix ``[n, L]``; NaN where the horizon reaches past the data."""
-    feature_names: tuple[str, ...]
-    label_names: tuple[str, ...]
+    Parameters
+    ----------
+    events
+        Canonical event tables by kind, each sorted by ``ts_event``. The clock's own
+        kind is required (``bars`` needs trades); quotes are joined as of each row on
+        the trades and bars clocks, trades onto the quotes and mbp10 clocks.
+    spec
+        Clock, features and labels.
+
+    Returns
+    -------
+    FeatureArrays
+        ``ts`` is the event time, or for bars the close time ``open + interval``, so a
+        row never carries data from after its own time.
+
+    Raises
+    ------
+    ConfigError
+        Unknown feature or label source for the clock, or a needed input missing.
+    SchemaError
+        A table is not sorted by ``ts_event`` or lacks a needed column.
+    """
+    return compute(events, spec)
+
+
+def build_features(
+    quotes: pa.Table, trades: pa.Table | None = None, spec: FeatureSpec | None = None
+) -> FeatureArrays:
+    """Quotes (and trades) on the quotes clock; the demo's entry point.
+
+    Examples
+    --------
+    >>> from ticktensor.ingest.synthetic import SyntheticMarket, generate_day
+    >>> market = SyntheticMarket(symbols=("X",), quotes_per_day=500, trades_per_day=100)
+    >>> day = generate_day(market, "X", market.days[0])
+    >>> out = build_features(day["quotes"], day["trades"])
+    >>> out.values.shape[1], out.labels.shape[1]
+    (8, 1)
+    """
+    events = {EventKind.QUOTES: quotes}
+    if trades is not None:
+        events[EventKind.TRADES] = trades
+    return compute(events, spec or DEMO_FEATURE_SPEC)
 
 
 def demo_feature_spec(horizon_rows: int = 10) -> FeatureSpec:
@@ -83,123 +124,121 @@ def demo_feature_spec(horizon_rows: int = 10) -> FeatureSpec:
 DEMO_FEATURE_SPEC = demo_feature_spec()
 """The spec the demo uses: every feature, forward log return of mid over 10 rows."""
 
-
-def _ts(table: pa.Table, what: str) -> npt.NDArray[np.int64]:
-    ts = np.asarray(table.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
-    if ts.size > 1 and (back := np.flatnonzero(ts[1:] < ts[:-1])).size:
-        row = int(back[0]) + 1
-        raise SchemaError(
-            f"{what} row {row}: ts_event {ts[row]} is before row {row - 1}'s {ts[row - 1]} "
-            f"(rule: sorted by ts_event)"
-        )
-    return ts
-
-
-def _floats(table: pa.Table, name: str) -> Floats:
-    return np.asarray(table.column(name).to_numpy(), dtype=np.float64)
+_DEFAULTS: dict[str, tuple[str, ...]] = {
+    "mbp10": ("log_return", "spread_bps", "imbalance", "depth_imbalance", "log1p_bid_sz",
+              "log1p_ask_sz", "volatility_20", "signed_volume_1s", "trade_count_1s", "time_of_day"),
+    "quotes": ("log_return", "spread_bps", "imbalance", "log1p_bid_sz", "log1p_ask_sz",
+               "volatility_20", "signed_volume_1s", "trade_count_1s", "time_of_day"),
+    "bars": ("log_return", "volatility_20", "range_bps", "volume", "signed_volume",
+             "trade_count", "vwap_distance", "time_of_day"),
+    "ohlcv": ("log_return", "volatility_20", "range_bps", "volume", "trade_count",
+              "vwap_distance", "time_of_day"),
+}  # fmt: skip
 
 
-def _feature_columns(quotes: pa.Table, trades: pa.Table | None) -> dict[str, Floats]:
-    ts = _ts(quotes, "quotes")
-    bid, ask = _floats(quotes, "bid_px"), _floats(quotes, "ask_px")
-    bid_sz, ask_sz = _floats(quotes, "bid_sz"), _floats(quotes, "ask_sz")
-    mid = (bid + ask) / 2
-    depth = bid_sz + ask_sz
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_mid = np.log(mid)
-        columns = {
-            "mid": mid,
-            "bid_px": bid,
-            "ask_px": ask,
-            "mid_log_return": np.diff(log_mid, prepend=log_mid[:1]),
-            "spread_bps": (ask - bid) / mid * 1e4,
-            "imbalance": np.where(depth == 0, 0.0, (bid_sz - ask_sz) / depth),
-        }
-    columns["log1p_bid_sz"] = np.log1p(bid_sz)
-    columns["log1p_ask_sz"] = np.log1p(ask_sz)
-    columns["time_of_day"] = (ts % _NS_PER_DAY) / _NS_PER_DAY
-    if trades is None or trades.num_rows == 0:
-        columns["last_trade_signed_size"] = np.zeros(ts.size)
-        columns["trades_last_1s"] = np.zeros(ts.size)
-        return columns
-    trade_ts = _ts(trades, "trades")
-    signed = _floats(trades, "side") * _floats(trades, "size")
-    # side="right": a trade stamped exactly at the quote's time is already known to it.
-    seen = np.searchsorted(trade_ts, ts, side="right")
-    columns["last_trade_signed_size"] = np.where(seen > 0, signed[np.maximum(seen - 1, 0)], 0.0)
-    before_window = np.searchsorted(trade_ts, ts - _NS_PER_SECOND, side="right")
-    columns["trades_last_1s"] = (seen - before_window).astype(np.float64)
-    return columns
+def default_spec(kinds: set[EventKind] | set[str], horizon_rows: int = 10) -> FeatureSpec:
+    """A sensible clock, features and label for the event kinds at hand.
 
-
-def _label(label: LabelSpec, source: Floats, ts: npt.NDArray[np.int64]) -> Floats:
-    n = source.size
-    unit, horizon = label.horizon
-    if unit == "rows":
-        future = np.arange(n) + horizon
-    else:
-        # The last row at or before ts + horizon; unknown once that passes the data's end.
-        future = np.searchsorted(ts, ts + horizon, side="right") - 1
-        future[ts + horizon > ts[-1]] = n
-    known = future < n
-    ahead = np.full(n, np.nan)
-    ahead[known] = source[future[known]]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if label.kind == "forward_log_return":
-            return np.log(ahead / source)
-        if label.kind == "forward_return":
-            return ahead / source - 1.0
-    return ahead
-
-
-def build_features(
-    quotes: pa.Table, trades: pa.Table | None = None, spec: FeatureSpec = DEMO_FEATURE_SPEC
-) -> FeatureArrays:
-    """Compute features and labels for one symbol's quotes (and trades), point in time.
-
-    Parameters
-    ----------
-    quotes
-        Quotes of one symbol (canonical quotes columns), sorted by ``ts_event``.
-    trades
-        Trades of the same symbol, sorted by ``ts_event``; None means no trades.
-    spec
-        Which of :data:`FEATURES` to emit, in which order, and the labels; label
-        sources may be ``mid``, ``bid_px`` or ``ask_px``.
-
-    Returns
-    -------
-    FeatureArrays
-        ``(ts, values, labels, feature_names, label_names)``.
-
-    Raises
-    ------
-    ConfigError
-        If the spec names a feature or label source this builder does not know.
-    SchemaError
-        If a table is not sorted by ``ts_event``.
+    mbp10 gives the mbp10 clock; else quotes the quotes clock (trades joined as of);
+    else trades 1 s bars; else ohlcv the ohlcv clock. The label is the forward log
+    return of the clock's price (mid or close) over ``horizon_rows`` rows.
 
     Examples
     --------
-    >>> from datetime import date
-    >>> from ticktensor.ingest.synthetic import SyntheticMarket, generate_day
-    >>> market = SyntheticMarket(symbols=("X",), quotes_per_day=500, trades_per_day=100)
-    >>> day = generate_day(market, "X", market.days[0])
-    >>> out = build_features(day["quotes"], day["trades"])
-    >>> out.values.shape[1], out.labels.shape[1]
-    (8, 1)
+    >>> spec = default_spec({EventKind.TRADES})
+    >>> spec.clock, spec.bar, spec.labels[0].source
+    ('bars', '1s', 'close')
     """
-    if unknown := [f for f in spec.features if f not in FEATURES]:
-        raise ConfigError(f"unknown feature(s) {unknown}; this builder computes {list(FEATURES)}")
-    if bad := [lb.source for lb in spec.labels if lb.source not in LABEL_SOURCES]:
-        raise ConfigError(f"unknown label source(s) {bad}; expected one of {list(LABEL_SOURCES)}")
-    columns = _feature_columns(quotes, trades)
-    ts = _ts(quotes, "quotes")
-    n = ts.size
-    values = np.empty((n, len(spec.features)), dtype=np.float32)
-    for j, name in enumerate(spec.features):
-        values[:, j] = columns[name]
-    labels = np.empty((n, len(spec.labels)), dtype=np.float32)
-    for j, label in enumerate(spec.labels):
-        labels[:, j] = _label(label, columns[label.source], ts) if n else []
-    return FeatureArrays(ts, values, labels, spec.features, spec.label_names)
+    have = {EventKind(k) for k in kinds}
+    order = ((EventKind.MBP10, "mbp10"), (EventKind.QUOTES, "quotes"))
+    order += ((EventKind.TRADES, "bars"), (EventKind.OHLCV, "ohlcv"))
+    clock = next((c for kind, c in order if kind in have), None)
+    if clock is None:
+        raise ConfigError(
+            f"no feature clock for event kinds {sorted(map(str, have))}; "
+            "need one of mbp10, quotes, trades, ohlcv"
+        )
+    source = "mid" if clock in ("mbp10", "quotes") else "close"
+    label = LabelSpec(f"{source}_fwd_log_return_{horizon_rows}", source, horizon_rows=horizon_rows)
+    features = _DEFAULTS[clock]
+    if clock in ("mbp10", "quotes") and EventKind.TRADES not in have:
+        features = tuple(f for f in features if not f.endswith("_1s"))
+    return FeatureSpec(
+        features,
+        (label,),
+        clock=clock,
+        bar="1s" if clock == "bars" else None,  # type: ignore[arg-type]
+    )
+
+
+def _ns(value: Any, what: str) -> int:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ConfigError(
+                f"{what}: datetime {value} needs a UTC offset, e.g. 2024-01-02T00:00Z"
+            )
+        return int(value.timestamp()) * 10**9 + value.microsecond * 1000
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ConfigError(f"{what}: expected ns since the epoch or an offset datetime, got {value!r}")
+
+
+def spec_from_toml(data: Mapping[str, Any]) -> FeatureSpec:
+    """Build a spec from parsed TOML (see :func:`load_spec` for the format)."""
+    data = dict(data)
+    period = data.get("stats_period")
+    if period is not None:
+        if not isinstance(period, list) or len(period) != 2:
+            raise ConfigError(f"stats_period must be [start, end], got {period!r}")
+        data["stats_period"] = [_ns(t, "stats_period") for t in period]
+    labels = []
+    for label in data.get("labels", []):
+        label = dict(label)
+        if "horizon" in label:  # "30s" (a duration) or 10 (rows)
+            horizon = label.pop("horizon")
+            key = "horizon_rows" if isinstance(horizon, int) else "horizon_ns"
+            label[key] = horizon if isinstance(horizon, int) else parse_duration_ns(horizon)
+        labels.append(label)
+    data["labels"] = labels
+    spec = FeatureSpec.from_dict(data)
+    check_spec(spec)
+    return spec
+
+
+def load_spec(path: str | Path) -> FeatureSpec:
+    """Read a feature spec from a TOML file and check it against the catalogue.
+
+    Top-level keys: ``version``, ``clock``, ``bar``, ``features`` (list of names),
+    ``stats_period`` (two ns integers or offset datetimes) and ``[[labels]]`` tables
+    with ``name``, ``source``, ``kind`` and one of ``horizon_rows``, ``horizon_ns`` or
+    ``horizon`` (an integer row count or a duration such as ``"30s"``). See
+    ``examples/features.toml``.
+    """
+    try:
+        with open(path, "rb") as file:
+            data = tomllib.load(file)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        return spec_from_toml(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"cannot write {value!r} to TOML")
+    return str(value)
+
+
+def dump_spec(spec: FeatureSpec) -> str:
+    """The spec as TOML text that :func:`load_spec` reads back equal."""
+    data = spec.to_dict()
+    lines = [f"{k} = {_toml(v)}" for k, v in data.items() if k != "labels" and v is not None]
+    for label in data["labels"]:
+        lines += ["", "[[labels]]", *(f"{k} = {_toml(v)}" for k, v in label.items())]
+    return "\n".join(lines) + "\n"

@@ -18,7 +18,15 @@ from ._events import (
     EventKind,
     schema_for,
 )
-from ._features import FeatureSpec, LabelKind, LabelSpec
+from ._features import (
+    BarRule,
+    Clock,
+    FeatureSpec,
+    LabelKind,
+    LabelSpec,
+    parse_bar_rule,
+    parse_duration_ns,
+)
 from ._rules import RULES
 from ._validate import (
     VIOLATION_SCHEMA,
@@ -34,6 +42,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "SCHEMA_VERSION_KEY",
     "VIOLATION_SCHEMA",
+    "BarRule",
+    "Clock",
     "EventKind",
     "FeatureSpec",
     "LabelKind",
@@ -41,6 +51,8 @@ __all__ = [
     "ValidationResult",
     "Violation",
     "conform",
+    "parse_bar_rule",
+    "parse_duration_ns",
     "schema_for",
     "validate",
 ]

@@ -2,18 +2,113 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from ticktensor.errors import ConfigError
 
-__all__ = ["FeatureSpec", "LabelKind", "LabelSpec"]
+__all__ = [
+    "BarRule",
+    "Clock",
+    "FeatureSpec",
+    "LabelKind",
+    "LabelSpec",
+    "parse_bar_rule",
+    "parse_duration_ns",
+]
+
+Clock = Literal["quotes", "trades", "bars", "mbp10", "ohlcv"]
+"""The event stream that gives one feature row per event (``bars``: per bar built from trades)."""
+
+_CLOCKS: tuple[str, ...] = get_args(Clock)
 
 LabelKind = Literal["forward_return", "forward_log_return", "forward_value"]
 """How a label looks ahead: ``x[t+h]/x[t] - 1``, ``log(x[t+h]/x[t])`` or ``x[t+h]``."""
 
 _LABEL_KINDS: tuple[str, ...] = get_args(LabelKind)
+
+_UNITS_NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+_UNITS_NS["d"] = 24 * _UNITS_NS["h"]
+_DURATION = re.compile(r"(\d+)(ns|us|ms|s|m|h|d)")
+
+
+def parse_duration_ns(text: str) -> int:
+    """Parse a duration such as ``"500ms"``, ``"1s"``, ``"5m"`` (minutes) or ``"1h"`` to ns.
+
+    Units: ``ns``, ``us``, ``ms``, ``s``, ``m`` (minute), ``h``, ``d``; the amount is a
+    positive integer.
+
+    Examples
+    --------
+    >>> parse_duration_ns("1m"), parse_duration_ns("250us")
+    (60000000000, 250000)
+    """
+    match = _DURATION.fullmatch(text.strip()) if isinstance(text, str) else None
+    if match is None or int(match.group(1)) == 0:
+        raise ConfigError(
+            f"duration {text!r} is not a positive integer followed by a unit "
+            f"({', '.join(_UNITS_NS)}), e.g. '500ms', '1s', '5m'"
+        )
+    return int(match.group(1)) * _UNITS_NS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class BarRule:
+    """How trades are cut into bars: every ``interval_ns`` of time, or every ``size`` units.
+
+    ``kind`` is ``"time"`` (``size`` is the interval in ns), ``"volume"`` (a bar closes
+    once it holds ``size`` units traded) or ``"dollar"`` (``size`` of notional,
+    ``price * size``). Parse the text form with :func:`parse_bar_rule`.
+    """
+
+    kind: Literal["time", "volume", "dollar"]
+    size: float
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("time", "volume", "dollar"):
+            raise ConfigError(f"bar kind {self.kind!r} is not one of ['time', 'volume', 'dollar']")
+        if not (isinstance(self.size, int | float) and math.isfinite(self.size) and self.size > 0):
+            raise ConfigError(f"bar size must be a finite number > 0, got {self.size!r}")
+        if self.kind == "time" and self.size != int(self.size):
+            raise ConfigError(f"time bar interval must be whole ns, got {self.size!r}")
+
+    @property
+    def interval_ns(self) -> int:
+        """The bar length of a time rule, in ns."""
+        if self.kind != "time":
+            raise ConfigError(f"a {self.kind} bar rule has no fixed interval")
+        return int(self.size)
+
+
+def parse_bar_rule(text: str) -> BarRule:
+    """Parse ``"1s"``/``"time:1m"`` (time bars), ``"volume:1000"`` or ``"dollar:1e6"``.
+
+    Examples
+    --------
+    >>> parse_bar_rule("1s"), parse_bar_rule("dollar:1e6")
+    (BarRule(kind='time', size=1000000000), BarRule(kind='dollar', size=1000000.0))
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"bar rule must be a string such as '1s' or 'volume:1000', got {text!r}")
+    kind, sep, amount = text.strip().partition(":")
+    if not sep:
+        kind, amount = "time", kind
+    if kind == "time":
+        return BarRule("time", parse_duration_ns(amount))
+    if kind in ("volume", "dollar"):
+        try:
+            size = float(amount)
+        except ValueError:
+            size = math.nan
+        if not (math.isfinite(size) and size > 0):
+            raise ConfigError(f"bar rule {text!r}: {kind} threshold must be a number > 0")
+        return BarRule(kind, size)  # type: ignore[arg-type]  # narrowed by the check above
+    raise ConfigError(
+        f"bar rule {text!r}: expected a duration ('1s', 'time:1m'), 'volume:N' or 'dollar:N'"
+    )
 
 
 def _check_keys(what: str, data: Mapping[str, Any], allowed: set[str], required: set[str]) -> None:
@@ -99,6 +194,11 @@ class FeatureSpec:
         over ``[start, end)`` only (the training period), never over test data.
     version
         Version of this spec, recorded in store metadata.
+    clock
+        The event stream giving one row per event: ``quotes`` (default), ``trades``,
+        ``mbp10``, ``ohlcv`` (given bars) or ``bars`` (bars built from trades by ``bar``).
+    bar
+        The bar rule for ``clock="bars"`` (see :func:`parse_bar_rule`); None otherwise.
 
     Examples
     --------
@@ -112,6 +212,8 @@ class FeatureSpec:
     labels: tuple[LabelSpec, ...] = field(default_factory=tuple)
     stats_period: tuple[int, int] | None = None
     version: int = 1
+    clock: Clock = "quotes"
+    bar: str | None = None
 
     def __post_init__(self) -> None:
         # Accept lists from callers but store tuples, so the spec stays hashable.
@@ -139,6 +241,21 @@ class FeatureSpec:
             object.__setattr__(self, "stats_period", period)
         if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
             raise ConfigError(f"feature spec version must be an integer >= 1, got {self.version!r}")
+        if self.clock not in _CLOCKS:
+            raise ConfigError(f"clock {self.clock!r} is not one of {list(_CLOCKS)}")
+        if self.clock == "bars" and self.bar is None:
+            raise ConfigError("clock 'bars' needs a bar rule, e.g. bar='1s' or 'volume:1000'")
+        if self.clock != "bars" and self.bar is not None:
+            raise ConfigError(
+                f"bar {self.bar!r} is only allowed with clock 'bars', not {self.clock!r}"
+            )
+        if self.bar is not None:
+            parse_bar_rule(self.bar)
+
+    @property
+    def bar_rule(self) -> BarRule | None:
+        """The parsed bar rule (None unless ``clock == "bars"``)."""
+        return None if self.bar is None else parse_bar_rule(self.bar)
 
     @property
     def label_names(self) -> tuple[str, ...]:
@@ -156,18 +273,24 @@ class FeatureSpec:
         return max((label.horizon_ns or 0 for label in self.labels), default=0)
 
     def to_dict(self) -> dict[str, Any]:
-        """A plain JSON-able dict (lists, not tuples)."""
-        return {
+        """A plain JSON-able dict (lists, not tuples); ``clock``/``bar`` only when not default."""
+        out: dict[str, Any] = {
             "features": list(self.features),
             "labels": [label.to_dict() for label in self.labels],
             "stats_period": None if self.stats_period is None else list(self.stats_period),
             "version": self.version,
         }
+        # Left out at their defaults so specs written before clocks existed read back equal.
+        if self.clock != "quotes":
+            out["clock"] = self.clock
+        if self.bar is not None:
+            out["bar"] = self.bar
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FeatureSpec:
         """Build from :meth:`to_dict` output, rejecting unknown keys by name."""
-        allowed = {"features", "labels", "stats_period", "version"}
+        allowed = {"features", "labels", "stats_period", "version", "clock", "bar"}
         _check_keys("feature spec", data, allowed, {"features"})
         period = data.get("stats_period")
         if period is not None and len(period) != 2:
@@ -177,4 +300,6 @@ class FeatureSpec:
             labels=tuple(LabelSpec.from_dict(label) for label in data.get("labels", ())),
             stats_period=None if period is None else (period[0], period[1]),
             version=data.get("version", 1),
+            clock=data.get("clock", "quotes"),
+            bar=data.get("bar"),
         )

@@ -1,0 +1,183 @@
+"""The row frame of a feature clock: one row per event, with point-in-time derived columns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+import pyarrow as pa
+
+from ticktensor.errors import ConfigError, SchemaError
+from ticktensor.schemas import MBP_DEPTH, BarRule, Clock, EventKind
+
+from .bars import QUOTE_COLUMNS, _asof, _bar_frame, _event_frame
+
+__all__ = ["CLOCK_INPUTS", "TRADE_QUANTITIES", "Rows"]
+
+CLOCK_INPUTS: dict[str, tuple[EventKind, EventKind | None]] = {
+    "quotes": (EventKind.QUOTES, EventKind.TRADES),
+    "mbp10": (EventKind.MBP10, EventKind.TRADES),
+    "trades": (EventKind.TRADES, EventKind.QUOTES),
+    "bars": (EventKind.TRADES, EventKind.QUOTES),
+    "ohlcv": (EventKind.OHLCV, None),
+}
+"""Per clock: the event kind that gives the rows, and the optional one joined as of each row."""
+
+TRADE_QUANTITIES: tuple[str, ...] = ("volume", "dollar_volume", "trade_count", "signed_volume")
+"""Additive trade quantities, per row and over windows."""
+
+_BOOK_CLOCKS = ("quotes", "mbp10")
+_LEVELS = tuple(f"{s}_sz_{i:02d}" for s in ("bid", "ask") for i in range(MBP_DEPTH))
+_PRICE = {"quotes": "mid", "mbp10": "mid", "trades": "price", "bars": "close", "ohlcv": "close"}
+
+
+def _per_trade(quantity: str) -> pl.Expr:
+    if quantity == "volume":
+        return pl.col("size")
+    if quantity == "dollar_volume":
+        return pl.col("price") * pl.col("size")
+    if quantity == "trade_count":
+        return pl.repeat(1.0, pl.len(), dtype=pl.Float64)
+    return pl.col("side") * pl.col("size")
+
+
+def _needs(quantity: str) -> tuple[str, ...]:
+    return {"volume": ("size",), "dollar_volume": ("price", "size"), "trade_count": ()}.get(
+        quantity, ("side", "size")
+    )
+
+
+class Rows:
+    """The rows of one clock and the columns features draw on, derived on demand.
+
+    Every derived column at row ``i`` uses only events with ``ts <= ts[i]`` (the trades
+    clock: only trades up to row ``i`` itself); :meth:`column` adds them lazily so a
+    spec pays only for what it uses.
+    """
+
+    def __init__(self, clock: Clock, events: Mapping[EventKind, pa.Table], bar: BarRule | None):
+        self.clock = clock
+        primary, secondary = CLOCK_INPUTS[clock]
+        if primary not in events:
+            raise ConfigError(
+                f"clock {clock!r} needs {primary.value} events; got {sorted(map(str, events))}"
+            )
+        self.other: pa.Table | None = events.get(secondary) if secondary else None
+        table = events[primary]
+        self._trades: pl.DataFrame | None = None
+        if clock == "quotes":
+            self.frame = _event_frame(table, "quotes", QUOTE_COLUMNS)
+        elif clock == "mbp10":
+            self.frame = _event_frame(table, "mbp10", ("bid_px_00", "ask_px_00", *_LEVELS))
+            self.frame = self.frame.with_columns(
+                *(pl.col(f"{c}_00").alias(c) for c in QUOTE_COLUMNS if f"{c}_00" in self.frame)
+            )
+        elif clock == "trades":
+            self.frame = _event_frame(table, "trades", ("price", "size", "side"))
+        elif clock == "bars":
+            assert bar is not None  # FeatureSpec guarantees a rule for clock "bars"
+            bars = _bar_frame(table, bar, self.other)
+            self.frame = bars.rename({"ts_event": "ts_open", "ts_close": "ts"}).with_columns(
+                pl.col("trade_count").cast(pl.Float64), pl.col("ts").set_sorted()
+            )
+        else:
+            self.frame = self._ohlcv(table)
+        if clock == "trades" and self.other is not None:
+            quotes = _event_frame(self.other, "quotes", QUOTE_COLUMNS)
+            self.frame = _asof(self.frame, "ts", quotes, QUOTE_COLUMNS)
+        if clock in _BOOK_CLOCKS and self.other is not None:
+            self._trades = _event_frame(self.other, "trades", ("price", "size", "side"))
+
+    @staticmethod
+    def _ohlcv(table: pa.Table) -> pl.DataFrame:
+        columns = ("interval_ns", "open", "high", "low", "close", "volume", "trade_count", "vwap")
+        frame = _event_frame(table, "ohlcv", columns)
+        # A bar is known once it has closed: its row time is open + interval.
+        frame = frame.with_columns(
+            (pl.col("ts") + pl.col("interval_ns").cast(pl.Int64)).alias("ts"),
+            (pl.col("vwap").fill_null(pl.col("close")) * pl.col("volume")).alias("dollar_volume"),
+        )
+        ts = frame["ts"]
+        if ts.len() > 1 and not ts.is_sorted():
+            row = int((ts.diff() < 0).arg_true()[0])
+            raise SchemaError(f"ohlcv row {row}: close time (ts_event + interval_ns) goes back")
+        return frame.with_columns(pl.col("ts").set_sorted())
+
+    @property
+    def height(self) -> int:
+        """Number of rows."""
+        return self.frame.height
+
+    def column(self, name: str) -> pl.Expr:
+        """The column ``name`` of the rows, deriving it first if needed."""
+        if name not in self.frame.columns:
+            derived = self._derive(name)  # may itself join columns onto the frame
+            if name not in self.frame.columns:
+                self.frame = self.frame.with_columns(derived.alias(name))
+        return pl.col(name)
+
+    def _missing(self, what: str) -> ConfigError:
+        _, secondary = CLOCK_INPUTS[self.clock]
+        given = f"; pass {secondary.value} events too" if secondary else ""
+        return ConfigError(f"{what} is not available on clock {self.clock!r}{given}")
+
+    def _derive(self, name: str) -> pl.Expr:
+        if name == "px":
+            return self.column(_PRICE[self.clock])
+        if name == "mid":
+            return (self.column("bid_px") + self.column("ask_px")) / 2
+        if name in TRADE_QUANTITIES:
+            if self.clock in _BOOK_CLOCKS:
+                cum = self.column(f"cum_{name}")
+                return cum - cum.shift(1, fill_value=0.0)
+            if self.clock == "trades":
+                return self._trade_column(name, self.frame)
+            if name == "signed_volume" and self.clock == "ohlcv":
+                raise self._missing("signed_volume (needs trade sides)")
+            return pl.col(name).cast(pl.Float64)
+        if name.startswith("cum_") and "@" not in name:
+            if self.clock in _BOOK_CLOCKS:
+                self._join_cum(name.removeprefix("cum_"), "ts", name)
+                return pl.col(name)
+            return self.column(name.removeprefix("cum_")).cum_sum()
+        if name.startswith("cum_"):  # cum_<quantity>@<ns>: as of ts - ns
+            quantity, _, ns = name.removeprefix("cum_").partition("@")
+            key = f"_ts_minus_{ns}"
+            self.frame = self.frame.with_columns((pl.col("ts") - int(ns)).alias(key))
+            self._join_cum(quantity, key, name)
+            self.frame = self.frame.drop(key)
+            return pl.col(name)
+        if name == "last_trade_signed_size":
+            if self.clock == "trades":
+                return self._trade_column("signed_volume", self.frame)
+            self._join_trades(_per_trade("signed_volume").alias(name), "ts", name)
+            return pl.col(name)
+        raise self._missing(f"column {name!r}")
+
+    def _trade_column(self, quantity: str, trades: pl.DataFrame) -> pl.Expr:
+        if missing := [c for c in _needs(quantity) if c not in trades.columns]:
+            raise SchemaError(f"trades have no column(s) {missing}, needed for {quantity}")
+        return _per_trade(quantity)
+
+    def _join_trades(self, value: pl.Expr, key: str, name: str) -> None:
+        """As-of join a per-trade value (``ts <= row[key]``) onto the rows; 0 before any trade."""
+        if self.clock in _BOOK_CLOCKS:
+            trades = self._trades
+            if trades is None:
+                self.frame = self.frame.with_columns(pl.lit(0.0).alias(name))
+                return
+        else:  # cumulative sums over the rows themselves, deduplicated by time in _asof
+            trades = self.frame
+        source = trades.select("ts", value.alias(name))
+        joined = _asof(self.frame.select(key), key, source, (name,))
+        self.frame = self.frame.with_columns(joined[name].fill_null(0.0))
+
+    def _join_cum(self, quantity: str, key: str, name: str) -> None:
+        if self.clock in _BOOK_CLOCKS:
+            if self._trades is None:  # no trades given: nothing traded
+                self.frame = self.frame.with_columns(pl.lit(0.0).alias(name))
+            else:
+                per = self._trade_column(quantity, self._trades)
+                self._join_trades(per.cum_sum(), key, name)
+        else:
+            self._join_trades(self.column(f"cum_{quantity}"), key, name)
