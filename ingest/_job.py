@@ -7,7 +7,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -105,6 +105,31 @@ class IngestResult:
     @property
     def rows_quarantined(self) -> int:
         return sum(f.rows_quarantined for f in self.files)
+
+
+#: Columns that identify a canonical schema in a generic CSV header, most specific first.
+_SIGNATURES = (
+    (EventKind.MBP10, {"bid_px_00", "ask_px_00"}),
+    (EventKind.MBO, {"order_id", "action"}),
+    (EventKind.OHLCV, {"open", "high", "low", "close"}),
+    (EventKind.QUOTES, {"bid_px", "ask_px"}),
+    (EventKind.TRADES, {"price", "size"}),
+)
+
+
+def infer_csv_kind(source: Input, read: ReadOptions) -> EventKind:
+    """The schema of a generic CSV with a header, from its (mapped) column names."""
+    first = source.head(1 << 16).split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    header = {c.strip().strip('"') for c in first.split(read.csv.delimiter)}
+    renamed = {canonical for canonical, col in read.csv.columns.items() if col in header}
+    names = header | renamed
+    for kind, signature in _SIGNATURES:
+        if signature <= names:
+            return kind
+    raise ConfigError(
+        f"{source.url}: cannot tell the schema from the header {sorted(header)}; "
+        "pass --schema trades|quotes|mbp10|mbo|bars"
+    )
 
 
 def _plan(inputs: list[Input], fmt: str) -> tuple[list[tuple[Input, str]], list[FileReport]]:
@@ -217,12 +242,14 @@ def _phase_convert(
     options: IngestOptions,
     progress: bool,
 ) -> list[FileResult]:
-    tasks = [
-        ConvertTask(
-            source, reader, options.read, staging, f"{i:05d}", options.ts_range, options.strict
+    tasks = []
+    for i, (source, reader) in enumerate(planned):
+        read = options.read
+        if reader == "csv" and read.kind is None and read.csv.header:
+            read = replace(read, kind=infer_csv_kind(source, read))
+        tasks.append(
+            ConvertTask(source, reader, read, staging, f"{i:05d}", options.ts_range, options.strict)
         )
-        for i, (source, reader) in enumerate(planned)
-    ]
     total = sum(s.size for s, _ in planned)
     files: list[FileResult] = []
     t0 = time.perf_counter()
