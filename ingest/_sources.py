@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import fsspec
 
@@ -112,6 +112,11 @@ class _HashingReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
+        readinto = getattr(self._raw, "readinto", None)
+        if readinto is not None:  # straight into the caller's buffer: no extra copy
+            n = int(readinto(buffer) or 0)
+            self._hash.update(memoryview(buffer)[:n])
+            return n
         data = self._raw.read(len(buffer))
         n = len(data)
         buffer[:n] = data
@@ -126,18 +131,19 @@ class _HashingReader(io.RawIOBase):
         return self._hash.hexdigest()
 
 
-def _decompress(raw: IO[bytes], compression: str | None) -> IO[bytes]:
+def _decompress(raw: IO[bytes] | io.RawIOBase, compression: str | None) -> IO[bytes]:
+    """``raw`` decompressed (a buffered binary stream; read-only, forward only)."""
     if compression is None:
         return io.BufferedReader(raw) if isinstance(raw, io.RawIOBase) else raw
     if compression == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     if compression == "bz2":
-        return bz2.BZ2File(raw, mode="rb")
+        return cast(IO[bytes], bz2.BZ2File(raw, mode="rb"))
     import zstandard
 
-    return io.BufferedReader(
-        zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[arg-type]
-    )
+    source = cast(IO[bytes], raw)
+    reader = zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True)
+    return io.BufferedReader(cast(io.RawIOBase, reader))
 
 
 def expand_inputs(

@@ -18,7 +18,7 @@ import importlib
 from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
 
-from ._base import REJECT_SCHEMA, CsvFormat, EventBatch, ReadOptions, Reader
+from ._base import REJECT_SCHEMA, CsvFormat, EventBatch, Reader, ReadOptions
 from .arrow import ArrowReader
 from .csv import CsvReader
 from .parquet import ParquetReader

@@ -196,9 +196,9 @@ def _convert_column(
         return _to_timestamp(source, plan)
     if name == "side":
         return _map_side(source, fmt.side_map)
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        if not pa.types.is_string(type_):
-            source = pc.if_else(pc.is_in(source, pa.array(NULL_VALUES)), None, source)
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    if text and not pa.types.is_string(type_):
+        source = pc.if_else(pc.is_in(source, pa.array(NULL_VALUES)), None, source)
     try:
         array = pc.cast(source, type_, safe=True)
         mask = None
@@ -214,25 +214,31 @@ def _convert_column(
 
 
 def _map_side(source: pa.ChunkedArray, side_map: Mapping[str, int]) -> _Converted:
+    """Map side labels through ``side_map`` by their dictionary, chunk by chunk."""
     table = dict(side_map)
-    array = source.combine_chunks()
-    if not pa.types.is_dictionary(array.type):
-        if not pa.types.is_string(array.type):
-            array = pc.cast(array, pa.string())
-        array = pc.dictionary_encode(array)
-    labels = [str(v) for v in array.dictionary.to_pylist()]
-    known = np.array([label in table for label in labels], dtype=bool)
-    codes = pa.array([table.get(label, 0) for label in labels], pa.int8())
-    indices = array.indices
-    sides = pc.take(codes, indices)
-    mask = None
-    if not known.all():
-        mask = np.asarray(pc.take(pa.array(~known), indices).fill_null(False))
-        sides = pc.if_else(pa.array(mask), None, sides)
-    mask_nulls = np.asarray(pc.is_null(indices))
-    if mask_nulls.any():  # an empty field is the empty side label when mapped
-        sides = pc.if_else(pa.array(mask_nulls), pa.scalar(table.get("", 0), pa.int8()), sides)
-    return sides, mask, f"is not in the side map {sorted(table)}"
+    chunks: list[pa.Array] = []
+    masks: list[npt.NDArray[np.bool_]] = []
+    for chunk in source.chunks:
+        array = chunk if pa.types.is_dictionary(chunk.type) else _encode(chunk)
+        labels = [str(v) for v in array.dictionary.to_pylist()]
+        codes = pa.array([table.get(label) for label in labels], pa.int8())
+        sides = pc.take(codes, array.indices)
+        known = pc.is_valid(sides)
+        if array.null_count:  # a missing side (Parquet null) is the empty label's side
+            empty = pa.scalar(table.get("", 0), pa.int8())
+            sides = pc.if_else(pc.is_null(array.indices), empty, sides)
+            known = pc.or_(known, pc.is_null(array.indices))
+        chunks.append(sides)
+        masks.append(~np.asarray(known))
+    mask = np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
+    result = pa.chunked_array(chunks, pa.int8())
+    return result, (mask if mask.any() else None), f"is not in the side map {sorted(table)}"
+
+
+def _encode(chunk: pa.Array) -> pa.DictionaryArray:
+    if not pa.types.is_string(chunk.type):
+        chunk = pc.cast(chunk, pa.string())
+    return pc.dictionary_encode(chunk)
 
 
 def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:

@@ -35,11 +35,12 @@ def _message(source: str, row: int, bad: Bad, value: str) -> str:
 class Rejects:
     """Rejects of one CSV block, and where the block's table rows sit among its lines."""
 
-    def __init__(self, source: str, block: bytes, first_row: int) -> None:
+    def __init__(self, source: str, block: memoryview, first_row: int) -> None:
         self.source = source
         self.block = block
         self.first_row = first_row
         self.n_invalid = 0
+        self.n_lines = 0
         self.records: list[dict[str, Any]] = []
         self._spans_cache: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
 
@@ -56,7 +57,7 @@ class Rejects:
     def _compute_spans(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         buf = np.frombuffer(self.block, dtype=np.uint8)
         ends = np.flatnonzero(buf == 10).astype(np.int64)
-        if not self.block.endswith(b"\n"):
+        if self.block[-1:] != b"\n":
             ends = np.append(ends, len(self.block))
         starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
         return starts, ends
@@ -64,16 +65,29 @@ class Rejects:
     def line(self, index: int) -> str:
         """The text of 0-based line ``index`` of the block, without its line ending."""
         starts, ends = self._spans()
-        text = self.block[starts[index] : ends[index]].rstrip(b"\r")
+        text = bytes(self.block[starts[index] : ends[index]]).rstrip(b"\r")
         return text.decode("utf-8", errors="backslashreplace")
 
+    def _has_blank_line(self) -> bool:
+        data = self.block.obj if isinstance(self.block.obj, bytes) else bytes(self.block)
+        end = len(self.block)  # blocks are prefixes of the bytes they view
+        if data.startswith((b"\n", b"\r\n")):
+            return True
+        return data.find(b"\n\n", 0, end) >= 0 or data.find(b"\n\r\n", 0, end) >= 0
+
     def positions(
-        self, n_table: int, n_lines: int, recount: Callable[[bytes], InvalidRows]
+        self, n_table: int, recount: Callable[[memoryview], InvalidRows]
     ) -> npt.NDArray[np.int64]:
-        """0-based line index within the block of each table row."""
-        if self.n_invalid == 0 and n_table == n_lines:
+        """0-based line index within the block of each table row; sets ``n_lines``.
+
+        Without invalid rows or blank lines (the fast path) row ``i`` is line ``i``;
+        otherwise the lines are located and the invalid ones numbered by ``recount``.
+        """
+        if self.n_invalid == 0 and not self._has_blank_line():
+            self.n_lines = n_table
             return np.arange(n_table, dtype=np.int64)
         starts, ends = self._spans()
+        self.n_lines = len(starts)
         stripped = (
             ends - starts - (np.frombuffer(self.block, np.uint8)[np.maximum(ends - 1, 0)] == 13)
         )
@@ -82,7 +96,10 @@ class Rejects:
         bad_lines = nonblank[[number - 1 for number, _, _ in invalid]]
         for line, (_, expected, actual) in zip(bad_lines.tolist(), invalid, strict=True):
             row = self.first_row + line
-            message = f"{self.source} row {row}: expected {expected} fields, got {actual} (rule: field_count)"
+            message = (
+                f"{self.source} row {row}: expected {expected} fields, got {actual} "
+                "(rule: field_count)"
+            )
             self.records.append(
                 {"row": row, "rule": "field_count", "message": message, "raw": self.line(line)}
             )

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from ticktensor.ingest._sources import Input
 
-from ._base import EventBatch, ReadOptions, Reader
+from ._base import EventBatch, Reader, ReadOptions
 from ._tabular import decode_batches
 
 __all__ = ["ArrowReader"]

@@ -16,7 +16,7 @@ source line is file + row); rejects carry the raw line.
 from __future__ import annotations
 
 import csv as pycsv
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 import numpy as np
@@ -28,9 +28,8 @@ from ticktensor.errors import ConfigError, SchemaError
 from ticktensor.ingest._sources import Input
 from ticktensor.schemas import EventKind, schema_for
 
-from ._base import EventBatch, ReadOptions, Reader
-from ._columns import NULL_VALUES, ColumnPlan, convert, plan_columns, safe_cast
-from ._columns import Bad
+from ._base import EventBatch, Reader, ReadOptions
+from ._columns import NULL_VALUES, Bad, ColumnPlan, convert, plan_columns, safe_cast
 from ._rejects import InvalidRows, Rejects
 
 __all__ = ["CsvReader"]
@@ -93,15 +92,16 @@ class _CsvDecoder:
         plan = plan_columns(self.kind, names, self.options, self.source.name)
         first = self._fields(data.partition(b"\n")[0]) if data.strip(b"\r\n") else []
         self._setup(names, plan, first)
-        per_row = max(len(data.partition(b"\n")[0]) + 1, 8)
-        for block in _blocks(stream, data, lambda: self._block_bytes(per_row)):
+        self.per_row = max(len(data.partition(b"\n")[0]) + 1, 8)
+        for block in _blocks(stream, data, self._block_bytes):
             batches = list(self._decode_block(block, plan))
             rows = sum(b.table.num_rows for b in batches)
-            per_row = max(1, len(block) // max(rows, 1))
+            self.per_row = max(1, len(block) // max(rows, 1))
             yield from batches
 
-    def _block_bytes(self, per_row: int) -> int:
-        return int(min(max(self.options.batch_rows * per_row * 1.05, 256), _MAX_BLOCK))
+    def _block_bytes(self) -> int:
+        """Bytes for about ``batch_rows`` lines, from the bytes per row seen so far."""
+        return int(min(max(self.options.batch_rows * self.per_row * 1.05, 256), _MAX_BLOCK))
 
     def _fields(self, line: bytes) -> list[str]:
         try:
@@ -125,15 +125,15 @@ class _CsvDecoder:
             types[column] = target
         self.types = types
         self.parse = pacsv.ParseOptions(delimiter=self.fmt.delimiter)
-        self.read_opts = pacsv.ReadOptions(column_names=names, block_size=1 << 24)
+        self.read_opts = pacsv.ReadOptions(column_names=names)
 
     def _ts_type(self, first: str) -> pa.DataType:
-        if self.fmt.ts_format is None and self.fmt.ts_unit in ("ns", "us"):
-            if first.strip().lstrip("+-").isdigit():
-                return pa.int64()
+        numeric = first.strip().lstrip("+-").isdigit()
+        if self.fmt.ts_format is None and self.fmt.ts_unit in ("ns", "us") and numeric:
+            return pa.int64()
         return pa.string()
 
-    def _read(self, block: bytes, types: dict[str, pa.DataType], rejects: Rejects) -> pa.Table:
+    def _read(self, block: memoryview, types: dict[str, pa.DataType], rejects: Rejects) -> pa.Table:
         convert_opts = pacsv.ConvertOptions(
             column_types=types,
             include_columns=self.plan.file_columns,
@@ -150,10 +150,8 @@ class _CsvDecoder:
             convert_options=convert_opts,
         )
 
-    def _decode_block(self, block: bytes, plan: ColumnPlan) -> Iterator[EventBatch]:
+    def _decode_block(self, block: memoryview, plan: ColumnPlan) -> Iterator[EventBatch]:
         first_row = self.next_row
-        n_lines = block.count(b"\n") + (not block.endswith(b"\n"))
-        self.next_row += n_lines
         rejects = Rejects(self.source.url, block, first_row)
         try:
             table = self._read(block, self.types, rejects)
@@ -164,7 +162,8 @@ class _CsvDecoder:
             table, encoding = self._to_text(table)
         else:
             encoding = []
-        positions = rejects.positions(table.num_rows, n_lines, self._recount)
+        positions = rejects.positions(table.num_rows, self._recount)
+        self.next_row += rejects.n_lines
         canonical, bads = convert(table, plan)
         keep = rejects.add_bad(encoding + bads, positions)
         if keep is not None:
@@ -172,7 +171,7 @@ class _CsvDecoder:
             positions = positions[keep]
         yield from _split(self.kind, canonical, positions + first_row, rejects, self.options)
 
-    def _recount(self, block: bytes) -> InvalidRows:
+    def _recount(self, block: memoryview) -> InvalidRows:
         """Where the invalid rows of ``block`` are (a single-threaded re-parse numbers them)."""
         numbers: InvalidRows = []
 
@@ -212,23 +211,26 @@ def _read_line(stream: IO[bytes], data: bytes) -> bytes:
     return data
 
 
-def _blocks(stream: IO[bytes], data: bytes, size: object) -> Iterator[bytes]:
-    """Cut ``data`` + the rest of ``stream`` into blocks of whole lines."""
-    target = size
+def _blocks(stream: IO[bytes], data: bytes, size: Callable[[], int]) -> Iterator[memoryview]:
+    """Cut ``data`` + the rest of ``stream`` into blocks of whole lines, ``size()`` bytes.
+
+    Blocks are views of the bytes read (no copy); only the partial last line is copied
+    over to the next block.
+    """
     carry = data
     while True:
-        want = target() if callable(target) else int(str(target))
-        more = stream.read(max(want - len(carry), 1 << 12))
+        more = stream.read(max(size() - len(carry), 1 << 12))
         if not more:
             if carry:
-                yield carry
+                yield memoryview(carry)
             return
-        carry += more
-        cut = carry.rfind(b"\n")
+        buffer = carry + more if carry else more
+        cut = buffer.rfind(b"\n")
         if cut < 0:
+            carry = buffer
             continue
-        block, carry = carry[: cut + 1], carry[cut + 1 :]
-        yield block
+        yield memoryview(buffer)[: cut + 1]
+        carry = buffer[cut + 1 :]
 
 
 def _split(

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from ticktensor.ingest._sources import Input
 
-from ._base import EventBatch, ReadOptions, Reader
+from ._base import EventBatch, Reader, ReadOptions
 from ._tabular import decode_batches
 
 __all__ = ["ParquetReader"]
@@ -39,6 +39,6 @@ class ParquetReader(Reader):
             schema = parquet.schema_arrow
 
             def batches(columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
-                return parquet.iter_batches(batch_size=options.batch_rows, columns=columns)
+                yield from parquet.iter_batches(batch_size=options.batch_rows, columns=columns)
 
             yield from decode_batches(source, options, schema, batches)
