@@ -57,7 +57,7 @@ class Rejects:
     def _compute_spans(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         buf = np.frombuffer(self.block, dtype=np.uint8)
         ends = np.flatnonzero(buf == 10).astype(np.int64)
-        if self.block[-1:] != b"\n":
+        if bytes(self.block[-1:]) != b"\n":
             ends = np.append(ends, len(self.block))
         starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
         return starts, ends

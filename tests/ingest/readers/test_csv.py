@@ -97,9 +97,11 @@ def test_bars_match_pyarrow_in_several_batches() -> None:
 
 def _trades_csv(path: Path, n: int, bad: dict[int, str] | None = None) -> Path:
     """Data line i (1-based) holds price i + 0.5, so values show which line a row is."""
+    good = "{},{}.5,1,B,x"
     lines = ["ts,px,qty,side,extra"]
-    for i in range(1, n + 1):
-        lines.append((bad or {}).get(i, f"{1_700_000_000_000_000_000 + i},{i}.5,1,B,x"))
+    lines += [
+        (bad or {}).get(i, good.format(1_700_000_000_000_000_000 + i, i)) for i in range(1, n + 1)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -187,7 +189,7 @@ def test_empty_and_header_only_files_give_no_rows(tmp_path: Path) -> None:
     assert concat(read(empty, kind="trades", symbol="X", csv=TRADES))[1].size == 0
     header = tmp_path / "header.csv"
     header.write_text("ts,px,qty,side\n")
-    table, rows, rejects = concat(read(header, kind="trades", symbol="X", csv=TRADES))
+    table, rows, _ = concat(read(header, kind="trades", symbol="X", csv=TRADES))
     assert rows.size == 0
     assert table is None or table.num_rows == 0
 
