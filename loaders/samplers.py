@@ -1,0 +1,201 @@
+"""Sample orders: which samples an epoch visits, in what order, fixed by (seed, epoch)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from ticktensor.errors import ConfigError
+
+if TYPE_CHECKING:
+    from .dataset import WindowDataset
+
+__all__ = [
+    "BlockShuffleOrder",
+    "CrossSectionalOrder",
+    "Order",
+    "SequentialOrder",
+    "UniformOrder",
+    "shuffle_quality",
+]
+
+Int64s = npt.NDArray[np.int64]
+
+
+@runtime_checkable
+class Order(Protocol):
+    """What every order provides: the epoch's sample indices, deterministic in (seed, epoch)."""
+
+    def order(self, dataset: WindowDataset, epoch: int) -> Int64s:
+        """Indices into ``dataset`` (a permutation of, or a subset of, ``range(len)``)."""
+        ...
+
+
+def _rng(seed: int, epoch: int) -> np.random.Generator:
+    if seed < 0 or epoch < 0:
+        raise ConfigError(f"seed and epoch must be >= 0, got seed={seed}, epoch={epoch}")
+    return np.random.default_rng([int(seed), int(epoch)])
+
+
+@dataclass(frozen=True)
+class UniformOrder:
+    """A uniformly random permutation per epoch: ``default_rng([seed, epoch]).permutation``.
+
+    The best statistical shuffle and the worst for I/O: every sample may touch another
+    chunk. Use it when sources are in RAM (a :class:`WindowDataset` always is).
+    """
+
+    seed: int = 0
+
+    def order(self, dataset: WindowDataset, epoch: int) -> Int64s:
+        return _rng(self.seed, epoch).permutation(len(dataset)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SequentialOrder:
+    """Samples in index order (source by source, time ascending): evaluation and debugging."""
+
+    def order(self, dataset: WindowDataset, epoch: int) -> Int64s:
+        return np.arange(len(dataset), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class BlockShuffleOrder:
+    """Chunk-aware shuffle: shuffle storage chunks, cut them into blocks, shuffle inside blocks.
+
+    Samples are grouped by :attr:`WindowDataset.sample_chunk` (the chunk of the window's
+    first row); the chunks are permuted, cut into blocks of ``block_chunks`` chunks, and
+    the samples of each block are permuted. The epoch visits the blocks one after the
+    other, so a reader holding ``block_chunks + 1`` chunks (the extra one for windows
+    that run into the next chunk) decodes each chunk about once per epoch. Larger blocks
+    mix better and need a bigger cache; ``docs/loader.md`` has measured figures.
+    """
+
+    seed: int = 0
+    block_chunks: int = 4
+
+    def __post_init__(self) -> None:
+        if self.block_chunks < 1:
+            raise ConfigError(f"block_chunks must be >= 1, got {self.block_chunks}")
+
+    def order(self, dataset: WindowDataset, epoch: int) -> Int64s:
+        rng = _rng(self.seed, epoch)
+        chunks, inverse = np.unique(dataset.sample_chunk, return_inverse=True)
+        position = np.empty(chunks.shape[0], dtype=np.int64)
+        position[rng.permutation(chunks.shape[0])] = np.arange(chunks.shape[0])
+        block = position[inverse.ravel()] // self.block_chunks
+        within = rng.random(len(dataset))
+        return np.lexsort((within, block)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class CrossSectionalOrder:
+    """Groups of samples sharing one timestamp across symbols, the groups in random order.
+
+    Timestamps are aligned either exactly (``clock_ns=None``: samples whose window ends at
+    the very same ns) or on a bar clock (``clock_ns=c``: bars ``[k*c, (k+1)*c)`` in ns
+    since the epoch; per symbol and bar the sample ending *latest* in the bar represents
+    it, so nothing after the bar's end is used). With ``require_all=True`` (default) only
+    groups where every symbol of the dataset is present are kept. Within a group samples
+    are in symbol order. Use a batch size that is a multiple of the group size
+    (:meth:`group_size`) so batches hold whole cross sections.
+    """
+
+    seed: int = 0
+    clock_ns: int | None = None
+    require_all: bool = True
+
+    def __post_init__(self) -> None:
+        if self.clock_ns is not None and self.clock_ns < 1:
+            raise ConfigError(f"clock_ns must be >= 1 or None, got {self.clock_ns}")
+
+    def group_size(self, dataset: WindowDataset) -> int:
+        """Symbols present in ``dataset``: the size of a complete cross section."""
+        return int(np.unique(dataset.sample_symbol).shape[0])
+
+    def _grouped(self, dataset: WindowDataset) -> tuple[Int64s, Int64s]:
+        """Selected samples sorted by (time key, symbol), and each group's first position."""
+        ts = dataset.sample_ts
+        key = ts if self.clock_ns is None else ts // self.clock_ns
+        symbol = dataset.sample_symbol
+        by = np.lexsort((np.arange(ts.shape[0]), ts, symbol, key))
+        k, s = key[by], symbol[by]
+        # Per (key, symbol) keep the last sample: the latest state at or within that time.
+        last = np.ones(by.shape[0], dtype=bool)
+        last[:-1] = (k[1:] != k[:-1]) | (s[1:] != s[:-1])
+        chosen = by[last]
+        kc = key[chosen]
+        first = np.ones(chosen.shape[0], dtype=bool)
+        first[1:] = kc[1:] != kc[:-1]
+        starts = np.flatnonzero(first)
+        if self.require_all and chosen.size:
+            sizes = np.diff(np.append(starts, chosen.shape[0]))
+            complete = sizes == self.group_size(dataset)
+            chosen = chosen[np.repeat(complete, sizes)]
+            sizes = sizes[complete]
+            starts = np.cumsum(sizes) - sizes
+        return chosen.astype(np.int64), starts.astype(np.int64)
+
+    def groups(self, dataset: WindowDataset) -> list[Int64s]:
+        """The cross sections in time order, each an array of sample indices."""
+        chosen, starts = self._grouped(dataset)
+        return [a for a in np.split(chosen, starts[1:]) if a.size]
+
+    def order(self, dataset: WindowDataset, epoch: int) -> Int64s:
+        chosen, starts = self._grouped(dataset)
+        if chosen.size == 0:
+            return chosen
+        sizes = np.diff(np.append(starts, chosen.shape[0]))
+        rank = np.empty(starts.shape[0], dtype=np.int64)
+        rank[_rng(self.seed, epoch).permutation(starts.shape[0])] = np.arange(starts.shape[0])
+        group_of = np.repeat(rank, sizes)
+        return chosen[np.argsort(group_of, kind="stable")]
+
+
+def shuffle_quality(
+    dataset: WindowDataset, order: Int64s, *, batch_size: int, cache_chunks: int = 8
+) -> dict[str, float]:
+    """Measure how well ``order`` mixes and what it costs in chunk reads.
+
+    Returns
+    -------
+    dict
+        ``ts_lag1_corr``: correlation of consecutive samples' last timestamps (0 is ideal).
+        ``same_symbol_adjacent``: share of consecutive pairs from one symbol
+        (a uniform shuffle gives about ``sum(p_symbol ** 2)``).
+        ``chunks_per_batch``: mean distinct chunks a batch draws from.
+        ``chunk_loads_per_chunk``: chunk loads with an LRU cache of ``cache_chunks``
+        chunks (a window's first chunk and the next one), per chunk in the order (1 is ideal).
+    """
+    idx = np.asarray(order, dtype=np.int64)
+    if idx.size < 3:
+        raise ConfigError("shuffle_quality needs at least 3 samples")
+    ts = dataset.sample_ts[idx].astype(np.float64)
+    symbol = dataset.sample_symbol[idx]
+    chunk = dataset.sample_chunk[idx]
+    n_batches = -(-idx.size // batch_size)
+    per_batch = [
+        np.unique(chunk[b * batch_size : (b + 1) * batch_size]).size for b in range(n_batches)
+    ]
+    cache: OrderedDict[int, None] = OrderedDict()
+    loads = 0
+    for c in chunk.tolist():
+        for needed in (c, c + 1):
+            if needed in cache:
+                cache.move_to_end(needed)
+            else:
+                loads += 1
+                cache[needed] = None
+                if len(cache) > cache_chunks:
+                    cache.popitem(last=False)
+    distinct = np.unique(np.concatenate([chunk, chunk + 1])).size
+    return {
+        "ts_lag1_corr": float(np.corrcoef(ts[:-1], ts[1:])[0, 1]),
+        "same_symbol_adjacent": float(np.mean(symbol[1:] == symbol[:-1])),
+        "chunks_per_batch": float(np.mean(per_batch)),
+        "chunk_loads_per_chunk": loads / distinct,
+    }
