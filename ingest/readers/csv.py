@@ -16,8 +16,10 @@ source line is file + row); rejects carry the raw line.
 from __future__ import annotations
 
 import csv as pycsv
+import queue
+import threading
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +36,7 @@ from ._rejects import InvalidRows, Rejects
 
 __all__ = ["CsvReader"]
 
-_MAX_BLOCK = 1 << 30  # int32 string offsets: stay well below 2 GiB per block
+_MAX_BLOCK = 32 << 20  # bytes per block: bounded memory; reading overlaps parsing
 
 
 class CsvReader(Reader):
@@ -93,7 +95,7 @@ class _CsvDecoder:
         first = self._fields(data.partition(b"\n")[0]) if data.strip(b"\r\n") else []
         self._setup(names, plan, first)
         self.per_row = max(len(data.partition(b"\n")[0]) + 1, 8)
-        for block in _blocks(stream, data, self._block_bytes):
+        for block in _prefetch(_blocks(stream, data, self._block_bytes)):
             batches = list(self._decode_block(block, plan))
             rows = sum(b.table.num_rows for b in batches)
             self.per_row = max(1, len(block) // max(rows, 1))
@@ -231,6 +233,43 @@ def _blocks(stream: IO[bytes], data: bytes, size: Callable[[], int]) -> Iterator
             continue
         yield memoryview(buffer)[: cut + 1]
         carry = buffer[cut + 1 :]
+
+
+def _prefetch(blocks: Iterator[memoryview]) -> Iterator[memoryview]:
+    """Read (decompress, hash) the next block on a thread while this one is parsed.
+
+    File reads, decompression and hashing release the GIL, so they overlap with
+    pyarrow's parsing; one block waits at most (bounded memory).
+    """
+    done = object()
+    slot: queue.Queue[object] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for block in blocks:
+                while not stop.is_set():
+                    try:
+                        slot.put(block, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            slot.put(done)
+        except BaseException as exc:  # re-raised in the consumer, with its traceback
+            slot.put(exc)
+
+    thread = threading.Thread(target=produce, name="ticktensor-csv-read", daemon=True)
+    thread.start()
+    try:
+        while (item := slot.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield cast(memoryview, item)
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _split(
