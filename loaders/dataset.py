@@ -109,9 +109,9 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         self.normalize = bool(normalize)
         self.feature_names, columns = _feature_columns(version, features)
         self.label_names = tuple(version.label_names)
-        runs = _select_runs(version, symbols, start, end, self.window, self.cross_gaps)
+        runs, phases = _select_runs(version, symbols, start, end, self.window, self.cross_gaps)
         scale = _normalization(version, self.feature_names) if normalize else None
-        self._build(runs, columns, scale, start, end)
+        self._build(runs, phases, columns, scale, start, end)
         self._pool = pool if pool is not None else ThreadPool(os.cpu_count() or 1)
         self._gather = WindowGather(self.sources, pool=self._pool)
 
@@ -120,6 +120,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def _build(
         self,
         runs: list[list[SegmentRecord]],
+        phases: list[int],
         columns: Int64s | None,
         scale: tuple[Floats, Floats] | None,
         start: int | None,
@@ -135,7 +136,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         chunk_base = 0
         n_labels = len(self.label_names)
         kept_symbols: list[str] = []
-        for run in runs:
+        for run, phase in zip(runs, phases, strict=True):
             datas = [self.version.read_segment(rec) for rec in run]
             ts = np.concatenate([d.ts for d in datas]).astype(np.int64, copy=False)
             labels = np.concatenate(
@@ -146,7 +147,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
                     for d in datas
                 ]
             ).astype(np.float32, copy=False)
-            first, last = _valid_starts(ts, labels, self.window, self.stride, start, end)
+            first, last = _valid_starts(ts, labels, self.window, self.stride, phase, start, end)
             rows_per = np.array([rec.rows for rec in run], dtype=np.int64)
             chunk_rows = np.array([int(rec.layout["chunk_rows"]) for rec in run], np.int64)
             n_chunks = -(-rows_per // chunk_rows)
@@ -367,14 +368,19 @@ def _select_runs(
     end: int | None,
     window: int,
     cross_gaps: bool,
-) -> list[list[SegmentRecord]]:
-    """Group the segments to read into sources: one per segment, or per symbol when joined."""
+) -> tuple[list[list[SegmentRecord]], list[int]]:
+    """Group the segments to read into sources: one per segment, or per symbol when joined.
+
+    Also returns each source's phase: the rows of the symbol's series before it that were
+    left unread (joined series only), so the stride grid does not depend on the time filter.
+    """
     if symbols is not None:
         unknown = sorted(set(symbols) - set(version.symbols))
         if unknown:
             raise ConfigError(f"unknown symbol(s) {unknown}; the store has {list(version.symbols)}")
     wanted = set(version.symbols if symbols is None else symbols)
     runs: list[list[SegmentRecord]] = []
+    phases: list[int] = []
     for symbol in sorted(wanted):
         segs = sorted((s for s in version.segments if s.symbol == symbol), key=_time_key)
         hits = [
@@ -386,13 +392,15 @@ def _select_runs(
             continue
         if not cross_gaps:
             runs.extend([segs[i]] for i in hits)
+            phases.extend(0 for _ in hits)
             continue
         lo, need = hits[0], window - 1
         while lo > 0 and need > 0:  # earlier segments only feed the first windows' rows
             lo -= 1
             need -= segs[lo].rows
         runs.append(segs[lo : hits[-1] + 1])
-    return runs
+        phases.append(sum(s.rows for s in segs[:lo]))
+    return runs, phases
 
 
 def _time_key(record: SegmentRecord) -> tuple[int, str]:
@@ -404,11 +412,12 @@ def _valid_starts(
     labels: Floats,
     window: int,
     stride: int,
+    phase: int,
     start: int | None,
     end: int | None,
 ) -> tuple[Int64s, Int64s]:
-    """First and last rows of the valid windows of one source."""
-    first = np.arange(0, max(ts.shape[0] - window + 1, 0), stride, dtype=np.int64)
+    """First and last rows of the valid windows of one source whose row 0 is row ``phase``."""
+    first = np.arange(-phase % stride, max(ts.shape[0] - window + 1, 0), stride, dtype=np.int64)
     last = first + (window - 1)
     keep = np.ones(first.shape[0], dtype=bool)
     if labels.shape[1]:
