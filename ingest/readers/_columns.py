@@ -26,7 +26,8 @@ from ._base import ReadOptions
 __all__ = ["NULL_VALUES", "Bad", "ColumnPlan", "convert", "plan_columns", "safe_cast"]
 
 #: Field texts that mean "no value" in non-string columns (CSV reading and fallback).
-NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "NULL", "null", "None"]
+# "NaN"/"nan" are not nulls: a NaN price must reach validation (rule "finite").
+NULL_VALUES = ["", "NA", "N/A", "NULL", "null", "None"]
 
 _TS = pa.timestamp("ns", tz="UTC")
 _UNIT_NS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
