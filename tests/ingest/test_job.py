@@ -119,7 +119,7 @@ def test_bad_rows_are_quarantined_and_counted(tmp_path: Path, case: str) -> None
     assert report.rows_read == n_rows
     assert report.rows_read == report.rows_stored + report.rows_quarantined
     assert report.rows_quarantined == sum(expected_rules.values())
-    assert {k: v for k, v in report.rules.items()} == expected_rules, report.rules
+    assert dict(report.rules) == expected_rules, report.rules
     (q,) = result.version.tables_of("quarantine")
     table = result.version.read_table(q)
     assert table.num_rows == sum(expected_rules.values())
