@@ -11,7 +11,9 @@ Rules (see ``docs/features.md``):
   ``price * size``) close with the trade at which the session's cumulative quantity first
   reaches a multiple of ``N``; no trade is split, so one trade larger than ``N`` closes a
   bar on its own. ``ts_event`` is the first trade's time and ``interval_ns`` the time to the
-  last trade. The last bar may be partial (``keep_partial=False`` drops it).
+  last trade. The session's last bar, if it has not reached its threshold, is dropped
+  unless ``keep_partial=True``: it would only look closed because the data ended, and
+  a later trade would change it (not point in time).
 
 Every bar is labelled by its open time (``ts_event``) and is complete at
 ``ts_event + interval_ns`` (its *close time*). With ``quotes``, the columns ``bid_px``,
@@ -38,6 +40,7 @@ QUOTE_COLUMNS: tuple[str, ...] = ("bid_px", "ask_px", "bid_sz", "ask_sz")
 
 Fill = Literal["skip", "ffill"]
 _OHLCV = schema_for(EventKind.OHLCV)
+_MAX_FILLED = 50_000_000  # a forward-filled grid this long is a mistaken interval, not data
 
 
 def _event_frame(table: pa.Table, what: str, columns: Sequence[str]) -> pl.DataFrame:
@@ -52,8 +55,9 @@ def _event_frame(table: pa.Table, what: str, columns: Sequence[str]) -> pl.DataF
     data: dict[str, pl.Series] = {"ts": pl.Series("ts", ts)}
     for name in columns:
         if name in table.column_names:
-            values = table.column(name).cast(pa.float64())
-            data[name] = pl.Series(name, values.to_numpy(zero_copy_only=False), pl.Float64)
+            # Through Arrow, so nulls stay nulls (fill_null can tell them from NaN).
+            values = table.column(name).cast(pa.float64()).combine_chunks()
+            data[name] = pl.Series(name, values, pl.Float64)
     return pl.DataFrame(data).with_columns(pl.col("ts").set_sorted())
 
 
@@ -103,7 +107,13 @@ def _aggregate(trades: pl.DataFrame, bar: pl.Expr) -> pl.DataFrame:
 def _time_frame(trades: pl.DataFrame, interval: int, fill: Fill) -> pl.DataFrame:
     bars = _aggregate(trades, pl.col("ts") - pl.col("ts") % interval).rename({"_bar": "ts_event"})
     if fill == "ffill" and bars.height:
-        opens = pl.int_range(bars["ts_event"][0], bars["ts_event"][-1] + 1, interval, eager=True)
+        first, last = bars["ts_event"][0], bars["ts_event"][-1]
+        if (count := (last - first) // interval + 1) > _MAX_FILLED:
+            raise ConfigError(
+                f"fill='ffill' would emit {count:,} bars of {interval} ns (limit {_MAX_FILLED:,}); "
+                "use a longer interval or fill='skip'"
+            )
+        opens = pl.int_range(first, last + 1, interval, eager=True)
         grid = pl.DataFrame({"ts_event": opens.cast(pl.Int64)})
         bars = grid.join(bars, on="ts_event", how="left", maintain_order="left")
         close = pl.col("close").forward_fill()
@@ -144,7 +154,7 @@ def _bar_frame(
     quotes: pa.Table | None = None,
     *,
     fill: Fill = "skip",
-    keep_partial: bool = True,
+    keep_partial: bool = False,
 ) -> pl.DataFrame:
     """Bars as a polars frame with extra columns the feature engine uses.
 
@@ -184,7 +194,7 @@ def make_bars(
     *,
     quotes: pa.Table | None = None,
     fill: Fill = "skip",
-    keep_partial: bool = True,
+    keep_partial: bool = False,
 ) -> pa.Table:
     """Resample one symbol's trades (sorted by ``ts_event``) to bars in the ``ohlcv`` schema.
 
@@ -200,7 +210,7 @@ def make_bars(
     fill
         Time bars only: ``"skip"`` empty intervals or ``"ffill"`` them (see module doc).
     keep_partial
-        Volume/dollar bars only: keep the last, not yet full, bar.
+        Volume/dollar bars only: keep the last, not yet full, bar (off by default).
 
     Returns
     -------
@@ -244,14 +254,14 @@ def time_bars(
 
 
 def volume_bars(
-    trades: pa.Table, size: float, *, quotes: pa.Table | None = None, keep_partial: bool = True
+    trades: pa.Table, size: float, *, quotes: pa.Table | None = None, keep_partial: bool = False
 ) -> pa.Table:
     """A bar every ``size`` units traded; see :func:`make_bars`."""
     return make_bars(trades, BarRule("volume", size), quotes=quotes, keep_partial=keep_partial)
 
 
 def dollar_bars(
-    trades: pa.Table, notional: float, *, quotes: pa.Table | None = None, keep_partial: bool = True
+    trades: pa.Table, notional: float, *, quotes: pa.Table | None = None, keep_partial: bool = False
 ) -> pa.Table:
     """A bar every ``notional`` of ``price * size`` traded; see :func:`make_bars`."""
     return make_bars(trades, BarRule("dollar", notional), quotes=quotes, keep_partial=keep_partial)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ticktensor.errors import ConfigError, SchemaError
@@ -17,10 +20,12 @@ from ticktensor.ingest import (
     FEATURES,
     SyntheticMarket,
     build_features,
+    compute_features,
     demo_feature_spec,
     generate_day,
+    make_bars,
 )
-from ticktensor.schemas import EventKind, FeatureSpec, LabelSpec
+from ticktensor.schemas import EventKind, FeatureSpec, LabelSpec, schema_for
 
 MARKET = SyntheticMarket(
     symbols=("X",),
@@ -203,3 +208,417 @@ def test_point_in_time(cut_row: int, seed: int) -> None:
     after = build_features(quotes, trades)
     known = before.ts <= cut
     np.testing.assert_array_equal(after.values[known], before.values[known])
+
+
+# ---------------------------------------------------------------------------------------
+# The engine: every clock and feature against a slow per-row reference.
+# ---------------------------------------------------------------------------------------
+
+TS_TYPE = pa.timestamp("ns", tz="UTC")
+QUANTITIES = ("volume", "dollar_volume", "trade_count", "signed_volume")
+DURATION = re.compile(r"(\d+)(ms|s)")
+
+
+def _ts_array(values: list[int]) -> pa.Array:
+    return pa.array(values, pa.int64()).cast(TS_TYPE)
+
+
+def _trades(rows: list[tuple[int, float, float, int]]) -> pa.Table:
+    return pa.table(
+        {
+            "ts_event": _ts_array([r[0] for r in rows]),
+            "symbol": pa.array(["X"] * len(rows), pa.string()),
+            "price": pa.array([r[1] for r in rows], pa.float64()),
+            "size": pa.array([r[2] for r in rows], pa.float64()),
+            "side": pa.array([r[3] for r in rows], pa.int8()),
+        }
+    )
+
+
+def _quotes(rows: list[tuple[int, float, float, float, float]]) -> pa.Table:
+    names = ("bid_px", "ask_px", "bid_sz", "ask_sz")
+    columns = {n: pa.array([r[k + 1] for r in rows], pa.float64()) for k, n in enumerate(names)}
+    return pa.table({"ts_event": _ts_array([r[0] for r in rows]), **columns})
+
+
+def _mbp10(rows: list[tuple[int, float, float, float, float]], depth: int) -> pa.Table:
+    """A book whose level k sits k ticks behind the top; levels past ``depth`` are empty."""
+    columns: dict[str, Any] = {"ts_event": _ts_array([r[0] for r in rows])}
+    for level in range(10):
+        live = level < depth
+        columns[f"bid_px_{level:02d}"] = [r[1] - 0.25 * level if live else None for r in rows]
+        columns[f"ask_px_{level:02d}"] = [r[2] + 0.25 * level if live else None for r in rows]
+        columns[f"bid_sz_{level:02d}"] = [r[3] + level if live else None for r in rows]
+        columns[f"ask_sz_{level:02d}"] = [r[4] + 2 * level if live else None for r in rows]
+    return pa.table(
+        {k: pa.array(v, pa.float64()) if k != "ts_event" else v for k, v in columns.items()}
+    )
+
+
+def _ints(column: pa.ChunkedArray) -> list[int]:
+    return [int(v) for v in column.cast(pa.int64()).to_pylist()]
+
+
+@dataclass
+class Ref:
+    """Row-by-row state of one clock, built with plain loops from the documented rules."""
+
+    ts: list[int]
+    col: dict[str, list[float]]
+    atoms: list[tuple[int, int, dict[str, float]]]  # (ts, first row that may see it, quantities)
+
+
+def _q(trades: list[tuple[int, float, float, int]]) -> dict[str, float]:
+    return {
+        "volume": sum(t[2] for t in trades),
+        "dollar_volume": sum(t[1] * t[2] for t in trades),
+        "trade_count": float(len(trades)),
+        "signed_volume": sum(t[3] * t[2] for t in trades),
+    }
+
+
+def _rows_of(table: pa.Table, names: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    ts = _ints(table.column("ts_event"))
+    return list(zip(ts, *(table.column(n).to_pylist() for n in names), strict=True))
+
+
+def _as_of(rows: list[tuple[Any, ...]], ts: int) -> tuple[Any, ...] | None:
+    seen = [r for r in rows if r[0] <= ts]
+    return seen[-1] if seen else None
+
+
+def build_ref(clock: str, events: dict[EventKind, pa.Table], bar: str | None) -> Ref:
+    trades = (
+        _rows_of(events[EventKind.TRADES], ("price", "size", "side"))
+        if EventKind.TRADES in events
+        else []
+    )
+    quotes_t = events.get(EventKind.QUOTES)
+    quotes = (
+        _rows_of(quotes_t, ("bid_px", "ask_px", "bid_sz", "ask_sz")) if quotes_t is not None else []
+    )
+    col: dict[str, list[float]] = {}
+    book = ("bid_px", "ask_px", "bid_sz", "ask_sz")
+    if clock in ("quotes", "mbp10"):
+        table = events[EventKind.QUOTES if clock == "quotes" else EventKind.MBP10]
+        suffix = "" if clock == "quotes" else "_00"
+        ts = _ints(table.column("ts_event"))
+        for name in book:
+            col[name] = [float(v) for v in table.column(name + suffix).to_pylist()]
+        if clock == "mbp10":
+            for name in table.column_names:
+                if "_sz_" in name:
+                    col[name] = [
+                        math.nan if v is None else v for v in table.column(name).to_pylist()
+                    ]
+        col["px"] = [(b + a) / 2 for b, a in zip(col["bid_px"], col["ask_px"], strict=True)]
+        per_row = [
+            _q([t for t in trades if (i == 0 or t[0] > ts[i - 1]) and t[0] <= ts[i]])
+            for i in range(len(ts))
+        ]
+        last = [_as_of(trades, t) for t in ts]
+        col["last_trade_signed_size"] = [r[3] * r[2] if r else 0.0 for r in last]
+        atoms = [(t[0], 0, _q([t])) for t in trades]
+    elif clock == "trades":
+        ts = [t[0] for t in trades]
+        col["price"] = col["px"] = [t[1] for t in trades]
+        per_row = [_q([t]) for t in trades]
+        col["last_trade_signed_size"] = [t[3] * t[2] for t in trades]
+        seen = [_as_of(quotes, t) for t in ts]
+        for k, name in enumerate(book):
+            col[name] = [r[k + 1] if r else math.nan for r in seen]
+        atoms = [(t, i, q) for i, (t, q) in enumerate(zip(ts, per_row, strict=True))]
+    else:
+        table = (
+            events[EventKind.OHLCV]
+            if clock == "ohlcv"
+            else make_bars(events[EventKind.TRADES], bar or "1s", quotes=quotes_t)
+        )
+        opens, lengths = _ints(table.column("ts_event")), table.column("interval_ns").to_pylist()
+        ts = [o + n for o, n in zip(opens, lengths, strict=True)]
+        for name in ("open", "high", "low", "close", "vwap", "volume", "trade_count", *book):
+            if name in table.column_names:
+                col[name] = [
+                    math.nan if v is None else float(v) for v in table.column(name).to_pylist()
+                ]
+        col["px"] = col["close"]
+        per_row = []
+        for i in range(len(ts)):
+            q = {"volume": col["volume"][i], "trade_count": col["trade_count"][i]}
+            vwap = col["vwap"][i]
+            q["dollar_volume"] = (col["close"][i] if math.isnan(vwap) else vwap) * q["volume"]
+            if clock == "bars" and bar and not bar.startswith(("volume", "dollar")):
+                inside = [t for t in trades if opens[i] <= t[0] < ts[i]]
+                q["signed_volume"] = _q(inside)["signed_volume"]
+            per_row.append(q)
+        atoms = [(t, i, q) for i, (t, q) in enumerate(zip(ts, per_row, strict=True))]
+    for name in QUANTITIES:
+        col[name] = [q.get(name, math.nan) for q in per_row]
+    return Ref(ts, col, atoms)
+
+
+def _window(ref: Ref, i: int, quantity: str, param: str) -> float:
+    if not param:
+        return ref.col[quantity][i]
+    if param.isdigit():
+        return sum(ref.col[quantity][max(0, i - int(param) + 1) : i + 1])
+    amount, unit = DURATION.fullmatch(param).groups()  # type: ignore[union-attr]
+    span = int(amount) * (10**6 if unit == "ms" else 10**9)
+    return sum(
+        q[quantity] for t, first, q in ref.atoms if ref.ts[i] - span < t <= ref.ts[i] and first <= i
+    )
+
+
+def ref_feature(ref: Ref, name: str, i: int) -> float:
+    """One feature at row ``i``, from its documented formula."""
+    c = ref.col
+    match = re.fullmatch(r"(.+)_(\d+(?:ms|s)?)", name)
+    base, param = (
+        (match[1], match[2]) if match and match[1] not in ("log1p_bid", "log1p_ask") else (name, "")
+    )
+    px = c["px"]
+    if base in ("return", "log_return"):
+        n = int(param or 1)
+        ratio = px[i] / px[i - n] if i >= n else 1.0
+        return ratio - 1 if base == "return" else math.log(ratio)
+    if base == "mid_log_return":
+        mid = [(b + a) / 2 for b, a in zip(c["bid_px"], c["ask_px"], strict=True)]
+        return math.log(mid[i] / mid[i - 1]) if i else 0.0
+    if base == "volatility":
+        n = int(param or 20)
+        rets = [math.log(px[j] / px[j - 1]) if j else 0.0 for j in range(i + 1)]
+        return math.sqrt(sum(r * r for r in rets[max(0, i - n + 1) :]))
+    if base in QUANTITIES:
+        return _window(ref, i, base, param)
+    if base == "vwap_distance":
+        volume, dollar = _window(ref, i, "volume", param), _window(ref, i, "dollar_volume", param)
+        return 0.0 if dollar == 0 else px[i] * volume / dollar - 1
+    if base == "depth_imbalance":
+        k = int(param or 10)
+        bid = sum(
+            0.0 if math.isnan(v) else v for lv in range(k) for v in [c[f"bid_sz_{lv:02d}"][i]]
+        )
+        ask = sum(
+            0.0 if math.isnan(v) else v for lv in range(k) for v in [c[f"ask_sz_{lv:02d}"][i]]
+        )
+        return 0.0 if bid + ask == 0 else (bid - ask) / (bid + ask)
+    b, a, bs, az = (
+        c.get(k, [math.nan] * len(ref.ts))[i] for k in ("bid_px", "ask_px", "bid_sz", "ask_sz")
+    )
+    simple = {
+        "mid": lambda: (b + a) / 2,
+        "spread": lambda: a - b,
+        "spread_bps": lambda: (a - b) / ((b + a) / 2) * 1e4,
+        "imbalance": lambda: 0.0 if bs + az == 0 else (bs - az) / (bs + az),
+        "log1p_bid_sz": lambda: math.log1p(bs),
+        "log1p_ask_sz": lambda: math.log1p(az),
+        "range_bps": lambda: (c["high"][i] - c["low"][i]) / c["close"][i] * 1e4,
+        "time_of_day": lambda: (ref.ts[i] % 86_400_000_000_000) / 86_400_000_000_000,
+        "trades_last_1s": lambda: _window(ref, i, "trade_count", "1s"),
+    }
+    if name in simple:
+        return float(simple[name]())
+    return c[name][i]
+
+
+CLOCK_FEATURES: dict[str, tuple[str, ...]] = {
+    "quotes": (
+        "mid", "bid_px", "ask_px", "spread", "spread_bps", "imbalance", "log1p_bid_sz",
+        "log1p_ask_sz", "return", "return_3", "log_return", "log_return_2", "mid_log_return",
+        "volatility_3", "volatility", "volume", "volume_3", "volume_1s", "dollar_volume_2",
+        "trade_count_500ms", "signed_volume", "signed_volume_1s", "vwap_distance",
+        "vwap_distance_4", "vwap_distance_1s", "time_of_day", "last_trade_signed_size",
+        "trades_last_1s",
+    ),
+    "mbp10": (
+        "mid", "spread", "imbalance", "depth_imbalance", "depth_imbalance_3", "depth_imbalance_1",
+        "log_return", "signed_volume_1s", "trade_count_2", "time_of_day",
+    ),
+    "trades": (
+        "price", "mid", "spread_bps", "imbalance", "return", "log_return_2", "volatility_3",
+        "volume", "volume_3", "dollar_volume_1s", "trade_count_1s", "signed_volume_2",
+        "vwap_distance_3", "vwap_distance_500ms", "last_trade_signed_size", "time_of_day",
+    ),
+    "bars": (
+        "open", "high", "low", "close", "vwap", "mid", "range_bps", "return", "log_return_2",
+        "volatility_3", "volume", "volume_2", "trade_count_2s", "dollar_volume",
+        "vwap_distance", "vwap_distance_2", "time_of_day",
+    ),
+    "ohlcv": (
+        "close", "range_bps", "log_return", "volatility_4", "volume_3", "trade_count",
+        "dollar_volume_2s", "vwap_distance_2", "time_of_day",
+    ),
+}  # fmt: skip
+
+prices = st.integers(8, 40).map(lambda k: k * 0.25)
+quote_rows = st.lists(
+    st.tuples(st.integers(0, 40), prices, st.integers(0, 3), st.integers(0, 6), st.integers(0, 6)),
+    min_size=1,
+    max_size=25,
+).map(
+    lambda rows: sorted(
+        ((t * 10**8, p, p + 0.25 * (1 + w), float(b), float(a)) for t, p, w, b, a in rows),
+        key=lambda r: r[0],
+    )
+)
+trade_rows = st.lists(
+    st.tuples(st.integers(0, 40), prices, st.integers(1, 6), st.sampled_from([-1, 1])),
+    min_size=1,
+    max_size=25,
+).map(lambda rows: sorted(((t * 10**8, p, float(s), d) for t, p, s, d in rows), key=lambda r: r[0]))
+
+
+def _events(
+    clock: str, quotes: list[Any], trades: list[Any], depth: int
+) -> dict[EventKind, pa.Table]:
+    events = {EventKind.QUOTES: _quotes(quotes), EventKind.TRADES: _trades(trades)}
+    if clock == "mbp10":
+        events = {EventKind.MBP10: _mbp10(quotes, depth), EventKind.TRADES: _trades(trades)}
+    if clock == "ohlcv":
+        bars = make_bars(_trades(trades), "1s").select(schema_for(EventKind.OHLCV).names)
+        events = {EventKind.OHLCV: bars}
+    return events
+
+
+def _spec(clock: str, bar: str | None, features: tuple[str, ...] | None = None) -> FeatureSpec:
+    return FeatureSpec(features or CLOCK_FEATURES[clock], clock=clock, bar=bar)  # type: ignore[arg-type]
+
+
+CLOCK_CASES = [
+    ("quotes", None),
+    ("mbp10", None),
+    ("trades", None),
+    ("bars", "1s"),
+    ("bars", "500ms"),
+    ("ohlcv", None),
+]
+
+
+@pytest.mark.parametrize(("clock", "bar"), CLOCK_CASES)
+@settings(max_examples=25, deadline=None)
+@given(quotes=quote_rows, trades=trade_rows, depth=st.integers(1, 10))
+def test_every_feature_matches_the_reference(
+    clock: str, bar: str | None, quotes: list[Any], trades: list[Any], depth: int
+) -> None:
+    events = _events(clock, quotes, trades, depth)
+    spec = _spec(clock, bar)
+    out = compute_features(events, spec)
+    ref = build_ref(clock, events, bar)
+    assert out.ts.tolist() == ref.ts
+    expected = np.array(
+        [[ref_feature(ref, f, i) for f in spec.features] for i in range(len(ref.ts))],
+        dtype=np.float64,
+    ).reshape(len(ref.ts), len(spec.features))
+    for j, name in enumerate(spec.features):
+        np.testing.assert_allclose(
+            out.values[:, j], expected[:, j].astype(np.float32), rtol=2e-5, atol=2e-6, err_msg=name
+        )
+
+
+def test_volume_bars_clock_and_signed_volume() -> None:
+    trades = [(0, 10.0, 2.0, 1), (5, 10.25, 3.0, -1), (9, 10.5, 4.0, 1), (9, 10.0, 1.0, -1)]
+    events = {EventKind.TRADES: _trades(trades)}
+    out = compute_features(events, _spec("bars", "volume:5", ("volume", "signed_volume", "close")))
+    # Bars: [2, 3] closes at 5 (cum 5); [4, 1] closes at 9 (partial, cum 10 = 2 x 5 reached).
+    assert out.ts.tolist() == [5, 9]
+    np.testing.assert_array_equal(out.values, [[5.0, -1.0, 10.25], [5.0, 3.0, 10.0]])
+
+
+# Point in time: anything stamped after row i's time cannot move row i's features.
+
+
+@pytest.mark.parametrize(("clock", "bar"), [*CLOCK_CASES, ("bars", "volume:7")])
+@settings(max_examples=25, deadline=None)
+@given(
+    quotes=quote_rows,
+    trades=trade_rows,
+    new_quotes=quote_rows,
+    new_trades=trade_rows,
+    cut=st.integers(0, 40).map(lambda t: t * 10**8),
+)
+def test_point_in_time_every_clock(
+    clock: str,
+    bar: str | None,
+    quotes: list[Any],
+    trades: list[Any],
+    new_quotes: list[Any],
+    new_trades: list[Any],
+    cut: int,
+) -> None:
+    features = (
+        CLOCK_FEATURES[clock]
+        if clock != "bars" or bar == "1s"
+        else ("close", "volume_2", "vwap_distance")
+    )
+    spec = _spec(clock, bar, features)
+    later = 5 * 10**7  # shift the new events off the old grid so they land strictly after the cut
+    q2 = [q for q in quotes if q[0] <= cut] + [(cut + later + q[0], *q[1:]) for q in new_quotes]
+    t2 = [t for t in trades if t[0] <= cut] + [(cut + later + t[0], *t[1:]) for t in new_trades]
+    before = compute_features(_events(clock, quotes, trades, 3), spec)
+    after = compute_features(_events(clock, q2, t2, 3), spec)
+    known_before, known_after = before.ts <= cut, after.ts <= cut
+    np.testing.assert_array_equal(before.ts[known_before], after.ts[known_after])
+    np.testing.assert_array_equal(before.values[known_before], after.values[known_after])
+
+
+# Labels: rows and durations, NaN past the end, and they see only their horizon.
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    quotes=quote_rows,
+    kind=st.sampled_from(["forward_return", "forward_log_return", "forward_value"]),
+    rows=st.integers(1, 6),
+    span=st.integers(1, 30).map(lambda t: t * 10**8),
+    source=st.sampled_from(["mid", "bid_px", "spread_bps", "volatility_3"]),
+)
+def test_labels_match_reference(
+    quotes: list[Any], kind: str, rows: int, span: int, source: str
+) -> None:
+    spec = FeatureSpec(
+        ("mid",),
+        (
+            LabelSpec("by_rows", source, kind, horizon_rows=rows),
+            LabelSpec("by_time", source, kind, horizon_ns=span),
+        ),  # type: ignore[arg-type]
+    )
+    events = {EventKind.QUOTES: _quotes(quotes)}
+    out = compute_features(events, spec)
+    ref = build_ref("quotes", events, None)
+    x = [ref_feature(ref, source, i) for i in range(len(ref.ts))]
+    n = len(x)
+
+    def label(i: int, j: int | None) -> float:
+        if j is None:
+            return math.nan
+        if kind == "forward_value":
+            return x[j]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.float64(x[j]) / np.float64(x[i])
+        return float(np.log(ratio)) if kind == "forward_log_return" else float(ratio - 1)
+
+    by_rows = [label(i, i + rows if i + rows < n else None) for i in range(n)]
+    by_time = []
+    for i, t in enumerate(ref.ts):
+        end = t + span
+        j = max(k for k in range(n) if ref.ts[k] <= end) if end <= ref.ts[-1] else None
+        by_time.append(label(i, j))
+    expected = np.array([by_rows, by_time], dtype=np.float32).T
+    np.testing.assert_allclose(out.labels, expected, rtol=2e-5, atol=2e-6)
+    assert np.isnan(out.labels[max(0, n - rows) :, 0]).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(quotes=quote_rows, other=quote_rows, row=st.integers(0, 24), horizon=st.integers(1, 5))
+def test_labels_look_ahead_only_within_the_horizon(
+    quotes: list[Any], other: list[Any], row: int, horizon: int
+) -> None:
+    assume(row < len(quotes))
+    spec = FeatureSpec(("mid",), (LabelSpec("y", "mid", "forward_value", horizon_rows=horizon),))
+    # Rows past row + horizon get other prices (same times, so row positions stay).
+    changed = quotes[: row + horizon + 1] + [
+        (q[0], *other[k % len(other)][1:]) for k, q in enumerate(quotes[row + horizon + 1 :])
+    ]
+    a = compute_features({EventKind.QUOTES: _quotes(quotes)}, spec)
+    b = compute_features({EventKind.QUOTES: _quotes(changed)}, spec)
+    np.testing.assert_array_equal(a.labels[: row + 1], b.labels[: row + 1])
