@@ -159,43 +159,54 @@ class CrossSectionalOrder:
 def shuffle_quality(
     dataset: WindowDataset, order: Int64s, *, batch_size: int, cache_chunks: int = 8
 ) -> dict[str, float]:
-    """Measure how well ``order`` mixes and what it costs in chunk reads.
+    """Measure how well ``order`` mixes samples and what it costs in chunk reads.
+
+    A diagnostic for choosing an order (``docs/loader.md`` has measured figures), not
+    part of the loading path.
 
     Returns
     -------
     dict
         ``ts_lag1_corr``: correlation of consecutive samples' last timestamps (0 is ideal).
-        ``same_symbol_adjacent``: share of consecutive pairs from one symbol
-        (a uniform shuffle gives about ``sum(p_symbol ** 2)``).
-        ``chunks_per_batch``: mean distinct chunks a batch draws from.
-        ``chunk_loads_per_chunk``: chunk loads with an LRU cache of ``cache_chunks``
-        chunks (a window's first chunk and the next one), per chunk in the order (1 is ideal).
+        ``same_symbol_adjacent``: share of consecutive pairs from one symbol (a uniform
+        shuffle gives about ``sum(p_symbol ** 2)``).
+        ``batch_ts_spread``: mean over full batches of the std of the batch's timestamps,
+        over the std of all timestamps (about 1 for a uniform shuffle, 0 in time order).
+        ``batch_symbols``: mean distinct symbols per full batch.
+        ``batch_chunks``: mean distinct chunks (of windows' first rows) per full batch.
+        ``chunk_loads_per_chunk``: loads of the chunk holding each window's first row,
+        per distinct chunk, for a reader with an LRU cache of ``cache_chunks`` chunks (1 is
+        ideal: every chunk decoded once per epoch). Windows that run into the next chunk,
+        a share of about ``(window - 1) / chunk_rows``, need one more chunk each.
     """
     idx = np.asarray(order, dtype=np.int64)
-    if idx.size < 3:
-        raise ConfigError("shuffle_quality needs at least 3 samples")
+    full = idx.size // batch_size
+    if idx.size < 3 or full < 1:
+        raise ConfigError(f"shuffle_quality needs >= 3 samples and a full batch, got {idx.size}")
     ts = dataset.sample_ts[idx].astype(np.float64)
     symbol = dataset.sample_symbol[idx]
     chunk = dataset.sample_chunk[idx]
-    n_batches = -(-idx.size // batch_size)
-    per_batch = [
-        np.unique(chunk[b * batch_size : (b + 1) * batch_size]).size for b in range(n_batches)
-    ]
+    batches = slice(0, full * batch_size)
     cache: OrderedDict[int, None] = OrderedDict()
     loads = 0
     for c in chunk.tolist():
-        for needed in (c, c + 1):
-            if needed in cache:
-                cache.move_to_end(needed)
-            else:
-                loads += 1
-                cache[needed] = None
-                if len(cache) > cache_chunks:
-                    cache.popitem(last=False)
-    distinct = np.unique(np.concatenate([chunk, chunk + 1])).size
+        if c in cache:
+            cache.move_to_end(c)
+        else:
+            loads += 1
+            cache[c] = None
+            if len(cache) > cache_chunks:
+                cache.popitem(last=False)
     return {
         "ts_lag1_corr": float(np.corrcoef(ts[:-1], ts[1:])[0, 1]),
         "same_symbol_adjacent": float(np.mean(symbol[1:] == symbol[:-1])),
-        "chunks_per_batch": float(np.mean(per_batch)),
-        "chunk_loads_per_chunk": loads / distinct,
+        "batch_ts_spread": float(ts[batches].reshape(full, -1).std(axis=1).mean() / ts.std()),
+        "batch_symbols": _distinct_per_row(symbol[batches].reshape(full, -1)),
+        "batch_chunks": _distinct_per_row(chunk[batches].reshape(full, -1)),
+        "chunk_loads_per_chunk": loads / np.unique(chunk).size,
     }
+
+
+def _distinct_per_row(rows: npt.NDArray[np.integer]) -> float:
+    ordered = np.sort(rows, axis=1)
+    return float(((np.diff(ordered, axis=1) != 0).sum(axis=1) + 1).mean())
