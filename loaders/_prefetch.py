@@ -1,0 +1,332 @@
+"""Background batch assembly: a thread fills a ring of reusable batch buffers ahead of use."""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+__all__ = ["CudaDelivery", "PrefetchStats", "Prefetcher", "Slot", "host_delivery"]
+
+FloatArray = npt.NDArray[np.float32]
+Fill = Callable[[int, "Slot"], int]
+"""``fill(step, slot)`` writes batch ``step`` into the slot's buffers and returns its size."""
+Deliver = Callable[["Slot", int], tuple[Any, ...]]
+"""``deliver(slot, n)`` turns the first ``n`` samples of a filled slot into a batch."""
+
+_POLL_S: Final = 0.05  # how often a blocked thread looks at the stop flag
+
+
+class Slot:
+    """One pair of preallocated batch buffers: features ``x [B, W, F]`` and labels ``y [B, L]``.
+
+    A slot is free when nothing outside it references its arrays. Every tensor handed to
+    the consumer is made with :func:`torch.from_numpy` from these arrays (or a slice of
+    them), which holds a reference to the array, and so do views and ``.numpy()`` of the
+    tensor: the reference count therefore tells whether a batch cut from this slot lives.
+    """
+
+    __slots__ = ("_x_refs", "_y_refs", "event", "x", "y")
+
+    def __init__(self, x_shape: tuple[int, ...], y_shape: tuple[int, ...], pin: bool) -> None:
+        self.x: FloatArray = _empty(x_shape, pin)
+        self.y: FloatArray = _empty(y_shape, pin)
+        self.event: Any = None  # CUDA event of the last device copy out of this slot
+        self._x_refs = sys.getrefcount(self.x)
+        self._y_refs = sys.getrefcount(self.y)
+
+    def is_free(self) -> bool:
+        """Whether no batch made from this slot is referenced any more."""
+        return sys.getrefcount(self.x) <= self._x_refs and sys.getrefcount(self.y) <= self._y_refs
+
+
+def _empty(shape: tuple[int, ...], pin: bool) -> FloatArray:
+    if pin:
+        # Page-locked host memory; the numpy view keeps the pinned tensor alive.
+        array: FloatArray = torch.empty(shape, dtype=torch.float32, pin_memory=True).numpy()
+        return array
+    return np.empty(shape, dtype=np.float32)
+
+
+def host_delivery(slot: Slot, n: int) -> tuple[torch.Tensor, torch.Tensor, None]:
+    """Zero-copy CPU tensors over the slot's first ``n`` samples."""
+    return torch.from_numpy(slot.x[:n]), torch.from_numpy(slot.y[:n]), None
+
+
+class CudaDelivery:
+    """Copies each batch to ``device`` on a side stream; the consumer's stream waits on it.
+
+    The copy is issued from the producer thread with ``non_blocking=True`` out of pinned
+    slots, so it overlaps the consumer's compute. The slot keeps the copy's event and is
+    refilled only after the event has completed.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.stream = torch.cuda.Stream(device=device)  # type: ignore[no-untyped-call]
+
+    def __call__(self, slot: Slot, n: int) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        x, y, _ = host_delivery(slot, n)
+        with torch.cuda.stream(self.stream):
+            x_dev = x.to(self.device, non_blocking=True)
+            y_dev = y.to(self.device, non_blocking=True)
+            event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            event.record(self.stream)
+        slot.event = event
+        return x_dev, y_dev, event
+
+    def receive(self, x: torch.Tensor, y: torch.Tensor, event: Any) -> None:
+        """On the consumer thread: order its current stream after the copy."""
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(event)
+        # The tensors were allocated on the side stream; tell the caching allocator that
+        # the consumer's stream uses them too.
+        x.record_stream(current)
+        y.record_stream(current)
+
+
+@dataclass
+class PrefetchStats:
+    """Counters of one pass, written by the producer and the consumer threads."""
+
+    batches: int = 0
+    samples: int = 0
+    bytes: int = 0
+    wait_s: float = 0.0
+    assemble_s: float = 0.0
+    first_batch_s: float | None = None
+    slots_allocated: int = 0
+    slots_given_away: int = 0
+    depth_seen: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    step: int
+    error: BaseException
+
+
+_END: Final = object()
+
+
+class _Shared:
+    """What the producer thread needs; it holds no reference to the consumer's iterator."""
+
+    def __init__(
+        self,
+        fill: Fill,
+        steps: Sequence[int],
+        make_slot: Callable[[], Slot],
+        deliver: Deliver,
+        depth: int,
+        stats: PrefetchStats,
+    ) -> None:
+        self.fill = fill
+        self.steps = steps
+        self.make_slot = make_slot
+        self.deliver = deliver
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self.stop = threading.Event()
+        self.slots: list[Slot] = []
+        self.max_slots = depth + 2  # queued + one being filled + one the consumer holds
+        self.stats = stats
+
+    def acquire(self) -> Slot:
+        """A free slot, or a new one when every slot is still referenced by the consumer."""
+        for slot in self.slots:
+            if slot.is_free():
+                return slot
+        slot = self.make_slot()
+        self.stats.slots_allocated += 1
+        if len(self.slots) < self.max_slots:
+            self.slots.append(slot)
+        else:
+            # The consumer keeps old batches (``list(loader)``): this buffer becomes theirs.
+            self.stats.slots_given_away += 1
+        return slot
+
+    def put(self, item: object) -> bool:
+        """Queue ``item`` unless asked to stop first; returns whether it was queued."""
+        while not self.stop.is_set():
+            try:
+                self.queue.put(item, timeout=_POLL_S)
+            except queue.Full:
+                continue
+            return True
+        return False
+
+
+def _produce(shared: _Shared) -> None:
+    """Body of the producer thread: fill, deliver and queue every step, then an end mark."""
+    for step in shared.steps:
+        if shared.stop.is_set():
+            return
+        try:
+            slot = shared.acquire()
+            if slot.event is not None:
+                slot.event.synchronize()  # the last device copy out of this slot is done
+                slot.event = None
+            started = time.perf_counter()
+            n = shared.fill(step, slot)
+            item = (step, n, *shared.deliver(slot, n))
+            shared.stats.assemble_s += time.perf_counter() - started
+        except BaseException as exc:  # handed to the consumer, which raises it
+            shared.put(_Failure(step, exc))
+            return
+        queued = shared.put(item)
+        del item, slot  # so that the slot counts as free once the consumer drops the batch
+        if not queued:
+            return
+    shared.put(_END)
+
+
+def _stop(shared: _Shared, thread: threading.Thread) -> None:
+    """Stop and join the producer; idempotent, and safe from a finalizer."""
+    shared.stop.set()
+    if thread is not threading.current_thread() and thread.is_alive():
+        thread.join()
+    while True:  # release queued batches and their buffers now
+        try:
+            shared.queue.get_nowait()
+        except queue.Empty:
+            break
+
+
+class Prefetcher(Iterator[tuple[Any, ...]]):
+    """Assembles the batches ``steps`` in a background thread, up to ``depth`` ahead.
+
+    Items are ``(step, n, *deliver(slot, n))`` in the order of ``steps``. The thread is
+    stopped and joined by :meth:`close`, at the end, on an error, and when the prefetcher
+    is garbage collected, so breaking out of a loop, an exception or a
+    ``KeyboardInterrupt`` in the consumer leave no thread behind.
+
+    Parameters
+    ----------
+    fill
+        Writes batch ``step`` into a slot and returns its size; runs in the thread.
+    steps
+        The steps to assemble, in order.
+    make_slot
+        Allocates a new slot.
+    deliver
+        Turns a filled slot into what the consumer gets; what it returns must keep
+        referencing the slot's arrays while the batch is in use (or set ``slot.event``).
+    depth
+        Batches assembled ahead of the consumer, at least 1.
+    timeout
+        Seconds the consumer waits for one batch before :class:`TimeoutError`; ``None``
+        or 0 waits as long as it takes.
+    name
+        Name of the background thread.
+    context
+        Added to error notes, e.g. ``"epoch 3, rank 0 of 8"``.
+    sample_bytes
+        Bytes one sample delivers, for the statistics.
+    """
+
+    def __init__(
+        self,
+        fill: Fill,
+        steps: Sequence[int],
+        make_slot: Callable[[], Slot],
+        deliver: Deliver,
+        *,
+        depth: int,
+        timeout: float | None,
+        name: str,
+        context: str,
+        sample_bytes: int,
+    ) -> None:
+        if depth < 1:
+            raise ValueError(f"depth: expected >= 1, got {depth}")
+        self.stats = PrefetchStats()
+        self._shared = _Shared(fill, steps, make_slot, deliver, depth, self.stats)
+        self._timeout = timeout if timeout else None
+        self._context = context
+        self._sample_bytes = sample_bytes
+        self._done = False
+        self._thread = threading.Thread(
+            target=_produce, args=(self._shared,), name=name, daemon=True
+        )
+        self._finalizer = weakref.finalize(self, _stop, self._shared, self._thread)
+        self._thread.start()
+
+    def __next__(self) -> tuple[Any, ...]:
+        if self._done:
+            raise StopIteration
+        item = self._get()
+        if item is _END:
+            self.close()
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self.close()
+            error = item.error
+            error.add_note(
+                f"while assembling batch {item.step} ({self._context}) in the loader's "
+                f"background thread {self._thread.name!r}"
+            )
+            raise error
+        stats = self.stats
+        n = int(item[1])
+        stats.batches += 1
+        stats.samples += n
+        stats.bytes += n * self._sample_bytes
+        if stats.first_batch_s is None:
+            stats.first_batch_s = time.perf_counter() - stats.started
+        return tuple(item)
+
+    def _get(self) -> Any:
+        shared = self._shared
+        started = time.perf_counter()
+        deadline = None if self._timeout is None else started + self._timeout
+        self.stats.depth_seen += shared.queue.qsize()
+        try:
+            while True:
+                wait = _POLL_S if deadline is None else min(_POLL_S, deadline - time.perf_counter())
+                try:
+                    return shared.queue.get(timeout=max(wait, 0.0))
+                except queue.Empty:
+                    pass
+                if not self._thread.is_alive() and shared.queue.empty():
+                    self.close()
+                    raise RuntimeError(
+                        f"the loader's background thread {self._thread.name!r} ended without "
+                        f"batch {self._next_step()} ({self._context})"
+                    )
+                if deadline is not None and time.perf_counter() >= deadline:
+                    self.close()
+                    raise TimeoutError(
+                        f"batch {self._next_step()} ({self._context}): not assembled within "
+                        f"the DataLoader timeout of {self._timeout:g} s"
+                    )
+        finally:
+            self.stats.wait_s += time.perf_counter() - started
+
+    def _next_step(self) -> int:
+        steps = self._shared.steps
+        return int(steps[self.stats.batches]) if self.stats.batches < len(steps) else -1
+
+    @property
+    def queue_depth(self) -> int:
+        """Batches assembled and waiting for the consumer right now."""
+        return self._shared.queue.qsize()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the background thread is running."""
+        return self._thread.is_alive()
+
+    def close(self) -> None:
+        """Stop and join the background thread and drop the batches it queued."""
+        self._done = True
+        self._finalizer()

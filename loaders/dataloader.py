@@ -1,0 +1,423 @@
+"""The drop-in DataLoader: torch's keywords and behaviour, with a fast path for window datasets."""
+
+from __future__ import annotations
+
+import itertools
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+import torch.utils.data
+
+from ticktensor.errors import ConfigError
+
+from ._prefetch import CudaDelivery, Deliver, Prefetcher, Slot, host_delivery
+from .dataset import WindowDataset
+from .samplers import BlockShuffleOrder, Order, SequentialOrder, UniformOrder
+from .sharding import EpochState, ShardPlan, world_from_env
+
+__all__ = ["DataLoader"]
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+_PERMUTATIONS = (UniformOrder, SequentialOrder, BlockShuffleOrder)  # len(order) == len(dataset)
+_PER_SAMPLE = ("sampler", "batch_sampler", "collate_fn", "worker_init_fn")
+_threads = itertools.count()
+
+
+class DataLoader(Iterable[Any]):
+    """``torch.utils.data.DataLoader`` with a fast path for :class:`WindowDataset`.
+
+    Every keyword of :class:`torch.utils.data.DataLoader` is accepted with the same
+    meaning. For any dataset that is not a :class:`WindowDataset`, or when one of the
+    per-sample hooks ``sampler``, ``batch_sampler``, ``collate_fn``, ``worker_init_fn`` is
+    given or ``batch_size`` is ``None``, a real torch ``DataLoader`` is built and
+    everything is delegated to it.
+
+    Otherwise (the fast path) each batch is gathered by the native kernel in one call,
+    in a background thread, into a ring of preallocated buffers (page-locked when
+    ``pin_memory=True`` and CUDA is present; without CUDA pinning is a no-op), and
+    handed out zero-copy as ``(x [B, W, F] float32, y [B, L] float32)`` tensors. A
+    buffer is refilled only once no batch made from it is referenced any more, so a
+    consumer that keeps batches (``list(loader)``) still sees correct data. On this path:
+
+    - the order comes from ``order`` (default: ``UniformOrder(seed)`` when ``shuffle``
+      else ``SequentialOrder()``), sharded over ranks by :class:`ShardPlan`: each global
+      step of ``batch_size * world_size`` samples gives rank ``r`` its ``r``-th slice, so
+      every rank gets the same number of batches;
+    - ``drop_last`` drops the short last step; otherwise ``pad`` (default: on when
+      ``world_size > 1``) fills it by wrapping around the order, and without padding the
+      last batches are smaller, as with torch;
+    - ``num_workers``, ``multiprocessing_context`` and ``persistent_workers`` are accepted
+      and unused (there are no worker processes; threads come from the dataset's
+      :class:`~ticktensor.kernels.ThreadPool`), ``prefetch_factor`` is the default of
+      ``prefetch``, batches always come in order;
+    - the epoch advances by itself after a complete pass, or by :meth:`set_epoch`;
+      :meth:`state_dict` and :meth:`load_state_dict` resume mid-epoch exactly, also with
+      another world size.
+
+    Parameters
+    ----------
+    dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, \
+pin_memory, drop_last, timeout, worker_init_fn, multiprocessing_context, generator, \
+prefetch_factor, persistent_workers, pin_memory_device, in_order
+        As for :class:`torch.utils.data.DataLoader`. On the fast path ``generator``
+        only seeds the default order (its ``initial_seed()``) and ``timeout`` raises
+        :class:`TimeoutError` naming the batch that did not come in time.
+    order
+        Fast path: the sample order (an :class:`~ticktensor.loaders.Order`).
+    seed
+        Fast path: seed of the default shuffled order (default: from ``generator``,
+        else 0); also recorded in :meth:`state_dict`.
+    rank, world_size
+        Fast path: this rank and the number of ranks (default: from
+        ``torch.distributed`` when initialized, else ``RANK``/``WORLD_SIZE``, else 0/1).
+    pad
+        Fast path: fill the last step by wrapping around; see above.
+    device
+        Fast path: copy each batch to this device. For CUDA the copy runs with
+        ``non_blocking=True`` on a side stream from pinned buffers, and the consumer's
+        current stream waits on it.
+    prefetch
+        Fast path: batches assembled ahead of the consumer (default 2).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ticktensor import DataLoader
+    >>> squares = [torch.tensor([i * i]) for i in range(5)]
+    >>> [b.tolist() for b in DataLoader(squares, batch_size=2)]
+    [[[0], [1]], [[4], [9]], [[16]]]
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context: Any = None,
+        generator: torch.Generator | None = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+        order: Order | None = None,
+        seed: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        pad: bool | None = None,
+        device: torch.device | str | None = None,
+        prefetch: int | None = None,
+    ) -> None:
+        hooks = {"sampler": sampler, "batch_sampler": batch_sampler, "collate_fn": collate_fn}
+        hooks["worker_init_fn"] = worker_init_fn
+        self.dataset = dataset
+        self.fast = (
+            isinstance(dataset, WindowDataset)
+            and batch_size is not None
+            and all(hooks[name] is None for name in _PER_SAMPLE)
+        )
+        if not self.fast:
+            fast_only: dict[str, object] = {"order": order, "seed": seed, "rank": rank}
+            fast_only["world_size"] = world_size
+            fast_only |= {"pad": pad, "device": device, "prefetch": prefetch}
+            given = sorted(name for name, value in fast_only.items() if value is not None)
+            if given:
+                raise ConfigError(
+                    f"{', '.join(given)}: only for the fast path (a WindowDataset, an integer "
+                    "batch_size and no sampler, batch_sampler, collate_fn or worker_init_fn)"
+                )
+            self._torch: torch.utils.data.DataLoader[Any] = torch.utils.data.DataLoader(
+                dataset,
+                batch_size=batch_size,
+                shuffle=shuffle,
+                **hooks,
+                num_workers=num_workers,
+                pin_memory=pin_memory,
+                drop_last=drop_last,
+                timeout=timeout,
+                multiprocessing_context=multiprocessing_context,
+                generator=generator,
+                prefetch_factor=prefetch_factor,
+                persistent_workers=persistent_workers,
+                pin_memory_device=pin_memory_device,
+                in_order=in_order,
+            )
+            return
+        assert batch_size is not None  # for mypy: checked by self.fast
+        self._check_fast(batch_size, num_workers, timeout, prefetch_factor, prefetch)
+        if seed is None:
+            seed = int(generator.initial_seed()) if generator is not None else 0
+        if order is not None and not isinstance(order, Order):
+            raise ConfigError(f"order: expected an Order, got {type(order).__name__}")
+        self.order: Order = order or (UniformOrder(seed) if shuffle else SequentialOrder())
+        self.batch_size = int(batch_size)
+        self.rank, self.world_size = world_from_env(rank, world_size)
+        self.drop_last = bool(drop_last)
+        self.pad = self.world_size > 1 if pad is None else bool(pad)
+        self.timeout = float(timeout)
+        self.prefetch = int(prefetch or prefetch_factor or 2)
+        self.device = None if device is None else torch.device(device)
+        cuda = torch.cuda.is_available()
+        if self.device is not None and self.device.type == "cuda" and not cuda:
+            raise ConfigError(f"device {self.device}: CUDA is not available")
+        self._delivery: Deliver = host_delivery
+        if self.device is not None and self.device.type == "cuda":
+            self._delivery = CudaDelivery(self.device)
+        self.pin_memory = bool(cuda and (pin_memory or isinstance(self._delivery, CudaDelivery)))
+        self._state = EpochState(seed=seed)
+        self._order_cache: tuple[int, npt.NDArray[np.int64]] | None = None
+        self._generation = 0
+        self._current: weakref.ref[_FastIterator] | None = None
+        self._last: Prefetcher | None = None
+
+    @staticmethod
+    def _check_fast(
+        batch_size: int,
+        num_workers: int,
+        timeout: float,
+        prefetch_factor: int | None,
+        prefetch: int | None,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
+        if num_workers < 0:
+            raise ConfigError(f"num_workers: expected >= 0, got {num_workers}")
+        if timeout < 0:
+            raise ConfigError(f"timeout: expected >= 0, got {timeout}")
+        for name, value in (("prefetch_factor", prefetch_factor), ("prefetch", prefetch)):
+            if value is not None and (isinstance(value, bool) or value < 1):
+                raise ConfigError(f"{name}: expected an integer >= 1, got {value!r}")
+
+    # -- the torch path ------------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes not set here: torch's (sampler, collate_fn, ...).
+        if name.startswith("__") or "_torch" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["_torch"], name)
+
+    # -- iteration -------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self.fast:
+            return iter(self._torch)
+        self._generation += 1
+        epoch, start = self._state.epoch, self._state.samples_consumed
+        plan = self._state.plan(
+            self._epoch_order(epoch),
+            self.batch_size,
+            self.world_size,
+            self.rank,
+            self.drop_last,
+            self.pad,
+        )
+        dataset: WindowDataset = self.dataset
+        x_shape = (self.batch_size, dataset.window, dataset.n_features)
+        y_shape = (self.batch_size, dataset.n_labels)
+        pin = self.pin_memory
+
+        def fill(step: int, slot: Slot) -> int:
+            indices = plan.batch(step)
+            n = int(indices.shape[0])
+            dataset.get_batch(indices, out=slot.x[:n], labels_out=slot.y[:n])
+            return n
+
+        prefetcher = Prefetcher(
+            fill,
+            range(plan.num_steps),
+            lambda: Slot(x_shape, y_shape, pin),
+            self._delivery,
+            depth=self.prefetch,
+            timeout=self.timeout,
+            name=f"ticktensor-loader-{next(_threads)}",
+            context=f"epoch {epoch}, rank {self.rank} of {self.world_size}, "
+            f"from global sample {start}",
+            sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
+        )
+        iterator = _FastIterator(self, self._generation, plan, prefetcher)
+        self._current = weakref.ref(iterator)
+        self._last = prefetcher
+        return iterator
+
+    def _epoch_order(self, epoch: int) -> npt.NDArray[np.int64]:
+        """The epoch's global order, computed once per epoch."""
+        if self._order_cache is None or self._order_cache[0] != epoch:
+            order = np.asarray(self.order.order(self.dataset, epoch), dtype=np.int64)
+            self._order_cache = (epoch, order)
+        return self._order_cache[1]
+
+    def __len__(self) -> int:
+        """Batches per epoch (for this rank on the fast path)."""
+        if not self.fast:
+            return len(self._torch)
+        if isinstance(self.order, _PERMUTATIONS):
+            total: int | npt.NDArray[np.int64] = len(self.dataset)
+        else:
+            total = self._epoch_order(self._state.epoch)
+        plan = ShardPlan(
+            total, self.batch_size, self.world_size, self.rank, self.drop_last, self.pad
+        )
+        return plan.num_steps
+
+    # -- epochs, state, statistics ---------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start the next pass at the beginning of ``epoch``.
+
+        Setting the epoch the loader is already in keeps its position, so a loop that
+        calls ``set_epoch(e)`` at the top of every epoch still resumes mid-epoch after
+        :meth:`load_state_dict`. On the torch path this calls the sampler's
+        ``set_epoch`` when it has one.
+        """
+        if not self.fast:
+            hooks: tuple[Any, ...] = (self._torch.sampler, self._torch.batch_sampler)
+            for hook in hooks:
+                if hasattr(hook, "set_epoch"):
+                    hook.set_epoch(epoch)
+            return
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ConfigError(f"epoch: expected an integer >= 0, got {epoch!r}")
+        if epoch != self._state.epoch:
+            self._generation += 1  # a running pass no longer moves the state
+            self._state.epoch, self._state.samples_consumed = epoch, 0
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next (or running) pass belongs to."""
+        self._require_fast("epoch")
+        return self._state.epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        """Position after the batches handed out so far: epoch, seed, global samples consumed.
+
+        Any rank's state restores every rank, also with another world size: the rest of
+        the epoch's global order is partitioned again.
+        """
+        self._require_fast("state_dict")
+        return self._state.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state`` at the next ``iter()``; a running pass stops counting."""
+        self._require_fast("load_state_dict")
+        restored = EpochState.from_state_dict(state)
+        if restored.seed != self._state.seed:
+            raise ConfigError(
+                f"state was saved with seed {restored.seed}, this loader uses seed "
+                f"{self._state.seed}: the order would differ"
+            )
+        self._generation += 1
+        self._state = restored
+
+    def stats(self) -> dict[str, Any]:
+        """Figures of the running (or last) pass.
+
+        Returns
+        -------
+        dict
+            ``batches``, ``samples``, ``bytes`` handed out; ``wait_s``: seconds the
+            consumer waited for data (the data stall); ``assemble_s``: seconds spent
+            assembling batches in the background; ``queue_depth``: batches ready now;
+            ``mean_queue_depth``: batches ready when the consumer asked, on average;
+            ``first_batch_s``: seconds from ``iter()`` to the first batch; ``wall_s``:
+            seconds since ``iter()``; ``buffers_allocated``; ``epoch``; ``samples_consumed``.
+        """
+        self._require_fast("stats")
+        last = self._last
+        figures: dict[str, Any] = {
+            "batches": 0,
+            "samples": 0,
+            "bytes": 0,
+            "wait_s": 0.0,
+            "assemble_s": 0.0,
+            "queue_depth": 0,
+            "mean_queue_depth": 0.0,
+            "first_batch_s": None,
+            "wall_s": 0.0,
+            "buffers_allocated": 0,
+        }
+        if last is not None:
+            s = last.stats
+            figures |= {
+                "batches": s.batches,
+                "samples": s.samples,
+                "bytes": s.bytes,
+                "wait_s": s.wait_s,
+                "assemble_s": s.assemble_s,
+                "queue_depth": last.queue_depth,
+                "mean_queue_depth": s.depth_seen / s.batches if s.batches else 0.0,
+                "first_batch_s": s.first_batch_s,
+                "wall_s": time.perf_counter() - s.started,
+                "buffers_allocated": s.slots_allocated,
+            }
+        return figures | {
+            "epoch": self._state.epoch,
+            "samples_consumed": self._state.samples_consumed,
+        }
+
+    def _require_fast(self, what: str) -> None:
+        if not self.fast:
+            raise TypeError(
+                f"{what}() needs the fast path (a WindowDataset); this loader wraps torch's"
+            )
+
+    def __repr__(self) -> str:
+        if not self.fast:
+            return (
+                f"DataLoader(torch, dataset={self.dataset!r}, batch_size={self._torch.batch_size})"
+            )
+        return (
+            f"DataLoader(fast, dataset={self.dataset!r}, batch_size={self.batch_size}, "
+            f"order={self.order!r}, rank={self.rank}, world_size={self.world_size}, "
+            f"epoch={self._state.epoch})"
+        )
+
+
+class _FastIterator(Iterator[Batch]):
+    """One pass over the rest of an epoch; moves the loader's state as batches are handed out."""
+
+    def __init__(
+        self, loader: DataLoader, generation: int, plan: ShardPlan, prefetcher: Prefetcher
+    ) -> None:
+        self._loader = loader
+        self._generation = generation
+        self._plan = plan
+        self._prefetcher = prefetcher
+        delivery = loader._delivery
+        self._receive = delivery.receive if isinstance(delivery, CudaDelivery) else None
+
+    def __next__(self) -> Batch:
+        try:
+            step, _, x, y, event = next(self._prefetcher)
+        except StopIteration:
+            if self._current():
+                self._loader._state.next_epoch()
+                self._generation = -1
+            raise
+        if self._receive is not None:
+            self._receive(x, y, event)
+        if self._current():
+            self._loader._state.samples_consumed = self._plan.samples_consumed(step + 1)
+        return x, y
+
+    def _current(self) -> bool:
+        return self._generation == self._loader._generation
+
+    def close(self) -> None:
+        """Stop assembling; the loader's position stays after the last batch handed out."""
+        self._prefetcher.close()
+
+    def __len__(self) -> int:
+        return self._plan.num_steps
