@@ -163,6 +163,20 @@ def _plan(inputs: list[Input], fmt: str) -> tuple[list[tuple[Input, str]], list[
     return planned, skipped
 
 
+#: Input bytes per worker below which starting a process pool costs more than it saves
+#: (each spawned worker imports pyarrow, polars and zarr: about a second of CPU).
+MIN_BYTES_PER_WORKER = 32 << 20
+
+
+def _workers(options: IngestOptions, planned: list[tuple[Input, str]], store: Store) -> int:
+    if store.url.startswith("memory://") or any(s.url.startswith("memory://") for s, _ in planned):
+        return 1  # memory:// is private to this process
+    if options.engine == "ray":
+        return options.workers
+    total = sum(s.size for s, _ in planned)
+    return max(1, min(options.workers, len(planned), total // MIN_BYTES_PER_WORKER))
+
+
 def ingest(
     inputs: Sequence[str],
     out: str,
@@ -183,9 +197,7 @@ def ingest(
     store = Store.create(out, layout=options.layout, exist_ok=True)
     base = store.latest_version()
     staging = Staging(store.location, f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}")
-    workers = 1 if any(s.url.startswith("memory://") for s, _ in planned) else options.workers
-    if store.url.startswith("memory://"):
-        workers = 1  # memory:// is private to this process
+    workers = _workers(options, planned, store)
     try:
         with make_engine(options.engine, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)

@@ -1,44 +1,37 @@
-"""``ticktensor demo``: generate a synthetic market, write a store, read it back, summarize.
+"""``ticktensor demo``: generate vendor files, ingest them, read the store back, summarize.
 
-Runs with no input files: the data is generated in-process (random-walk prices with a
-bid/ask spread and microstructure noise, Poisson-like arrivals, integer sizes) for
-several symbols and days. Each day is committed as a new store version, the way a
-daily conversion job appends. Rerunning with the same options is a no-op.
+Runs with no input files: a synthetic market (random-walk prices with a bid/ask spread
+and microstructure noise, Poisson-like arrivals, integer sizes) for several symbols and
+days is written as raw CSV files (trades gzip-compressed, quotes plain), then converted
+by the same job as ``ticktensor ingest``: one store version per day, the way a daily
+conversion job appends. Rerunning with the same options is a no-op.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
+import os
 import shutil
-import sys
+import tempfile
 import time
 from dataclasses import replace
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
 import zarr
-from tqdm import tqdm
 
 from ticktensor.errors import ValidationError
-from ticktensor.ingest import (
-    FeatureArrays,
-    SyntheticMarket,
-    build_features,
-    demo_feature_spec,
-    generate_day,
-)
+from ticktensor.ingest import SyntheticMarket, demo_feature_spec, generate_day
+from ticktensor.ingest._job import IngestOptions, ingest
 from ticktensor.kernels import ThreadPool, WindowGather
-from ticktensor.schemas import EventKind, FeatureSpec, validate
-from ticktensor.store import (
-    Codec,
-    FeatureStats,
-    Layout,
-    SegmentRecord,
-    Store,
-    StoreVersion,
-    TableRecord,
-)
+from ticktensor.schemas import EventKind
+from ticktensor.store import Codec, Layout, Store, StoreVersion
 
 from ._format import human_bytes
 from ._info import format_info, store_info
@@ -57,49 +50,35 @@ def register(sub: Any) -> None:
     p.add_argument("--codec", choices=[c.value for c in Codec], default="none")
     p.add_argument("--chunk-rows", type=int, default=32_768)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--overwrite", action="store_true", help="delete --out first")
+    p.add_argument("--raw", help="folder for the generated vendor files (OUT-raw)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes")
+    p.add_argument(
+        "--overwrite", action="store_true", help="delete --out (and its raw files) first"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
 
-def _stats(features: list[FeatureArrays], period: tuple[int, int]) -> FeatureStats:
-    """Mean/std per feature over rows with ts in ``period`` only (the training period)."""
-    rows = np.concatenate(
-        [f.values[(f.ts >= period[0]) & (f.ts < period[1])] for f in features]
-    ).astype(np.float64)
-    return FeatureStats(
-        features[0].feature_names,
-        tuple(rows.mean(axis=0).tolist()),
-        tuple(rows.std(axis=0).tolist()),
-        rows.shape[0],
-        period,
-    )
-
-
-def _write_day(
-    store: Store, market: SyntheticMarket, spec: FeatureSpec, symbol: str, day: date
-) -> tuple[SegmentRecord, list[TableRecord], FeatureArrays]:
-    tables = generate_day(market, symbol, day)
-    session = day.isoformat()
-    records = []
-    for kind, table in tables.items():
-        result = validate(table, kind, ts_range=market.session_ns(day))
-        if not result.ok:
-            result.raise_first(f"synthetic {kind.value} {symbol} {session}")
-        records.append(
-            store.write_table(kind=kind.value, symbol=symbol, session=session, table=table)
-        )
-    feats = build_features(tables[EventKind.QUOTES], tables[EventKind.TRADES], spec)
-    seg = store.write_segment(
-        symbol=symbol,
-        session=session,
-        ts=feats.ts,
-        values=feats.values,
-        feature_names=feats.feature_names,
-        labels=feats.labels,
-        label_names=feats.label_names,
-    )
-    return seg, records, feats
+def _write_raw(market: SyntheticMarket, day: date, folder: Path) -> list[str]:
+    """One day of the market as vendor-style CSV files; returns their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for symbol in market.symbols:
+        tables = generate_day(market, symbol, day)
+        for kind, name in ((EventKind.TRADES, "trades.csv.gz"), (EventKind.QUOTES, "quotes.csv")):
+            table = tables[kind]
+            table = table.set_column(0, "ts_event", table.column("ts_event").cast(pa.int64()))
+            table = table.drop_columns(
+                [c for c in ("ts_recv", "trade_id") if c in table.column_names]
+            )
+            path = folder / f"{symbol}-{day.isoformat()}-{name}"
+            if not path.exists():
+                data = io.BytesIO()
+                pacsv.write_csv(table, data, pacsv.WriteOptions(quoting_style="needed"))
+                raw = data.getvalue()
+                path.write_bytes(gzip.compress(raw, 1) if name.endswith(".gz") else raw)
+            paths.append(str(path))
+    return paths
 
 
 def _read_back(version: StoreVersion, rng: np.random.Generator) -> dict[str, Any]:
@@ -131,6 +110,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     """Run the demo job; returns the figures it printed (used by tests)."""
     if args.overwrite and "://" not in args.out:
         shutil.rmtree(args.out, ignore_errors=True)
+        shutil.rmtree(f"{args.out}-raw", ignore_errors=True)
     market = SyntheticMarket(
         symbols=tuple(f"SYN{chr(ord('A') + i)}" for i in range(args.symbols))
         if args.symbols <= 26
@@ -140,46 +120,37 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         trades_per_day=float(args.quotes_per_day) / 5,
         seed=args.seed,
     )
-    store = Store.create(
-        args.out, layout=Layout(codec=args.codec, chunk_rows=args.chunk_rows), exist_ok=True
-    )
-    train_period = market.session_ns(market.days[0])
-    spec = replace(demo_feature_spec(), stats_period=train_period)
-    before = store.latest_version()
-    t0 = time.perf_counter()
-    events = 0
-    tasks = [(day, sym) for day in market.days for sym in market.symbols]
-    bar = tqdm(
-        tasks,
-        desc="demo: generate + write",
-        unit="segment",
-        disable=args.quiet or None,
-        file=sys.stderr,
-    )
-    for i, day in enumerate(market.days):
-        segs, tabs, feats = [], [], []
-        for sym in market.symbols:
-            seg, recs, f = _write_day(store, market, spec, sym, day)
-            segs.append(seg)
-            tabs += recs
-            feats.append(f)
-            events += sum(r.rows for r in recs)
-            bar.update(1)
-        store.commit(
-            segments=segs,
-            tables=tabs,
-            attributes={"feature_spec": spec.to_dict()},
-            stats=_stats(feats, train_period) if i == 0 else None,
-            message=f"demo day {day.isoformat()}",
+    raw = (
+        Path(args.raw)
+        if args.raw
+        else Path(
+            f"{args.out}-raw"
+            if "://" not in args.out
+            else tempfile.mkdtemp(prefix="ticktensor-demo-raw-")
         )
-    bar.close()
+    )
+    spec = replace(demo_feature_spec(), stats_period=market.session_ns(market.days[0]))
+    layout = Layout(codec=Codec(args.codec), chunk_rows=args.chunk_rows)
+    before = Store.create(args.out, layout=layout, exist_ok=True).latest_version()
+    t0 = time.perf_counter()
+    results = []
+    for day in market.days:
+        files = _write_raw(market, day, raw / day.isoformat())
+        options = IngestOptions(
+            spec=spec, layout=layout, workers=args.workers, message=f"demo day {day}"
+        )
+        results.append(ingest(files, args.out, options, progress=not args.quiet))
     write_s = time.perf_counter() - t0
+    store = Store.open(args.out)
     version = store.version()
     store.verify()
     figures = _read_back(version, np.random.default_rng(args.seed))
     figures.update(
         unchanged=version.version == before,
-        events=events,
+        ingest=results,
+        raw=str(raw),
+        events=sum(r.rows_read for r in results),
+        quarantined=sum(r.rows_quarantined for r in results),
         write_s=write_s,
         version=version.version,
         rows=version.rows,
@@ -192,8 +163,10 @@ def run(args: argparse.Namespace) -> int:
     figures = run_demo(args)
     store = Store.open(args.out)
     print(format_info(store_info(store)))
+    print(f"raw files {figures['raw']}  (CSV trades .gz and quotes, one folder per day)")
     print(
-        f"converted {figures['events']:,} events -> {figures['rows']:,} feature rows in "
+        f"ingested  {figures['events']:,} events ({figures['quarantined']:,} quarantined) "
+        f"-> {figures['rows']:,} feature rows in "
         f"{figures['write_s']:.1f} s ({figures['events'] / figures['write_s']:,.0f} events/s)"
         + (
             "; identical content was already published, nothing new written"
