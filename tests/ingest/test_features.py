@@ -1,15 +1,19 @@
-"""The demo feature builder: a slow reference, point-in-time correctness and errors."""
+"""Features: each clock and feature against a per-row reference; point in time, labels, stats."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -18,14 +22,22 @@ from ticktensor.errors import ConfigError, SchemaError
 from ticktensor.ingest import (
     DEMO_FEATURE_SPEC,
     FEATURES,
+    FeatureStatsAccumulator,
     SyntheticMarket,
     build_features,
     compute_features,
+    default_spec,
     demo_feature_spec,
+    dump_spec,
     generate_day,
+    known_features,
+    load_spec,
     make_bars,
 )
-from ticktensor.schemas import EventKind, FeatureSpec, LabelSpec, schema_for
+from ticktensor.schemas import EventKind, FeatureSpec, LabelSpec, conform, schema_for
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "features.toml"
+BINANCE = Path("/work/shared/data/binance/btcusdt-trades.parquet")
 
 MARKET = SyntheticMarket(
     symbols=("X",),
@@ -622,3 +634,204 @@ def test_labels_look_ahead_only_within_the_horizon(
     a = compute_features({EventKind.QUOTES: _quotes(quotes)}, spec)
     b = compute_features({EventKind.QUOTES: _quotes(changed)}, spec)
     np.testing.assert_array_equal(a.labels[: row + 1], b.labels[: row + 1])
+
+
+# Normalization stats: only the declared period counts.
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    data=st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=60),
+    splits=st.lists(st.integers(0, 60), max_size=3),
+    period=st.tuples(st.integers(0, 30), st.integers(1, 40)),
+    seed=st.integers(0, 2**16),
+)
+def test_stats_use_only_the_period(
+    data: list[float], splits: list[int], period: tuple[int, int], seed: int
+) -> None:
+    n = len(data)
+    ts = np.arange(n, dtype=np.int64) * 10
+    values = np.array(data).reshape(n, 1).repeat(2, axis=1)
+    values[::3, 1] = np.nan  # skipped per feature
+    start, end = period[0] * 10, period[0] * 10 + period[1] * 10
+    inside = (ts >= start) & (ts < end)
+    assume(inside.any())
+    acc = FeatureStatsAccumulator(("a", "b"), (start, end))
+    cuts = sorted({0, n, *(min(s, n) for s in splits)})
+    parts = []
+    for lo, hi in itertools.pairwise(cuts):  # many segments, some merged from another worker
+        part = FeatureStatsAccumulator(("a", "b"), (start, end))
+        part.update(ts[lo:hi], values[lo:hi])
+        parts.append(part)
+    for part in parts:
+        acc.merge(part)
+    stats = acc.result()
+    assert stats.count == int(inside.sum())
+    assert stats.period == (start, end)
+    a = values[inside, 0]
+    assert stats.mean[0] == pytest.approx(a.mean(), rel=1e-9, abs=1e-9)
+    assert stats.std[0] == pytest.approx(a.std(), rel=1e-7, abs=1e-7)
+    b = values[inside, 1]
+    b = b[np.isfinite(b)]
+    if b.size:
+        assert stats.mean[1] == pytest.approx(b.mean(), rel=1e-9, abs=1e-9)
+    # Rows outside the period changing changes nothing.
+    noisy = values.copy()
+    noisy[~inside] = np.random.default_rng(seed).normal(1e6, 1e6, ((~inside).sum(), 2))
+    other = FeatureStatsAccumulator(("a", "b"), (start, end))
+    other.update(ts, noisy)
+    clean = FeatureStatsAccumulator(("a", "b"), (start, end))
+    clean.update(ts, values)
+    got, want = other.result(), clean.result()
+    np.testing.assert_array_equal([got.mean, got.std], [want.mean, want.std])
+    assert got.count == want.count
+
+
+def test_stats_for_spec_and_errors() -> None:
+    out = build_features(QUOTES, TRADES)
+    with pytest.raises(ConfigError, match="declares no stats_period"):
+        FeatureStatsAccumulator.for_spec(DEMO_FEATURE_SPEC)
+    ts = out.ts
+    spec = FeatureSpec(FEATURES, stats_period=(int(ts[0]), int(ts[len(ts) // 2])))
+    acc = FeatureStatsAccumulator.for_spec(spec)
+    assert acc.add(out) == len(ts) // 2
+    stats = acc.result()
+    assert stats.names == FEATURES
+    np.testing.assert_allclose(
+        stats.mean, out.values[: len(ts) // 2].astype(np.float64).mean(0), rtol=1e-6
+    )
+    empty = FeatureStatsAccumulator(("a",), (0, 1))
+    with pytest.raises(ConfigError, match=r"no rows fell in the stats period \[0, 1\)"):
+        empty.result()
+
+
+# Specs in TOML.
+
+
+def test_example_spec_and_toml_round_trip(tmp_path: Path) -> None:
+    spec = load_spec(EXAMPLE)
+    assert (spec.clock, spec.bar) == ("bars", "1s")
+    assert spec.labels[1].horizon == ("ns", 60 * 10**9)
+    for original in (spec, DEMO_FEATURE_SPEC, default_spec({EventKind.MBP10, EventKind.TRADES})):
+        path = tmp_path / "spec.toml"
+        path.write_text(dump_spec(original))
+        assert load_spec(path) == original
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('features = ["vpin"]', r"unknown feature\(s\) \['vpin'\] for clock 'quotes'; known: mid"),
+        ('clock = "ohlcv"\nfeatures = ["spread"]', r"\['spread'\] for clock 'ohlcv'"),
+        ('features = ["volume_0"]', r"unknown feature\(s\) \['volume_0'\]"),
+        ('features = ["volatility_1s"]', r"unknown feature\(s\) \['volatility_1s'\]"),
+        ('clock = "bars"\nfeatures = ["volume"]', "clock 'bars' needs a bar rule"),
+        ('clock = "bars"\nbar = "2x"\nfeatures = ["volume"]', "duration '2x' is not a positive"),
+        ('features = ["mid"]\ncolour = 1', r"unknown key\(s\) \['colour'\]"),
+        (
+            'features = ["mid"]\nstats_period = [2024-01-02T00:00:00, 2024-01-03T00:00:00Z]',
+            "needs a UTC offset",
+        ),
+        (
+            'features = ["mid"]\n[[labels]]\nname = "y"\nsource = "close"\nhorizon = 3',
+            r"unknown label source\(s\) \['close'\]",
+        ),
+        ('features = ["mid"', "not valid TOML"),
+    ],
+)  # fmt: skip
+def test_spec_errors(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_spec(path)
+
+
+def test_missing_inputs_are_explained() -> None:
+    with pytest.raises(ConfigError, match=r"clock 'trades' needs trades events; got \['quotes'\]"):
+        compute_features({EventKind.QUOTES: QUOTES}, FeatureSpec(("price",), clock="trades"))
+    with pytest.raises(
+        ConfigError, match=r"column '(bid|ask)_px' is not available on clock 'trades'; pass quotes"
+    ):
+        compute_features({EventKind.TRADES: TRADES}, FeatureSpec(("spread",), clock="trades"))
+    assert "depth_imbalance[_N]" in known_features("mbp10")
+    assert "depth_imbalance[_N]" not in known_features("quotes")
+
+
+# Every clock on synthetic data, and real trades through 1 s bars.
+
+
+def _synthetic_mbp10(quotes: pa.Table) -> pa.Table:
+    names = ("bid_px", "ask_px", "bid_sz", "ask_sz")
+    columns = (quotes.column(c).to_pylist() for c in names)
+    rows = list(zip(_ints(quotes.column("ts_event")), *columns, strict=True))
+    return _mbp10(rows, depth=5)
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        {EventKind.QUOTES, EventKind.TRADES},
+        {EventKind.QUOTES},
+        {EventKind.TRADES},
+        {EventKind.MBP10, EventKind.TRADES},
+        {EventKind.OHLCV},
+    ],
+)
+def test_default_spec_on_every_clock(kinds: set[EventKind]) -> None:
+    events = {
+        EventKind.QUOTES: QUOTES,
+        EventKind.TRADES: TRADES,
+        EventKind.MBP10: _synthetic_mbp10(QUOTES),
+        EventKind.OHLCV: make_bars(TRADES, "1m").select(schema_for(EventKind.OHLCV).names),
+    }
+    spec = default_spec(kinds)
+    out = compute_features({k: events[k] for k in kinds}, spec)
+    assert out.values.shape == (len(out.ts), len(spec.features))
+    assert len(out.ts) > 10
+    assert np.isfinite(out.values).all()
+    assert (np.diff(out.ts) >= 0).all()
+    assert np.isnan(out.labels[-10:]).all()
+    assert np.isfinite(out.labels[:-10]).all()
+    for name, clock in (({EventKind.MBP10}, "mbp10"), ({EventKind.QUOTES}, "quotes")):
+        assert default_spec(name).clock == clock
+    with pytest.raises(ConfigError, match="no feature clock for event kinds"):
+        default_spec({EventKind.MBO})
+
+
+def test_trades_and_volume_bar_clocks_on_synthetic_data() -> None:
+    for spec in (
+        FeatureSpec(("mid", "spread_bps", "signed_volume_10", "vwap_distance_1s"), clock="trades"),
+        FeatureSpec(("close", "volume", "signed_volume", "mid"), clock="bars", bar="volume:2000"),
+        FeatureSpec(("close", "dollar_volume", "trade_count"), clock="bars", bar="dollar:1e5"),
+    ):
+        out = compute_features({EventKind.QUOTES: QUOTES, EventKind.TRADES: TRADES}, spec)
+        assert np.isfinite(out.values).all()
+        assert len(out.ts) > 3
+
+
+@pytest.mark.skipif(not BINANCE.exists(), reason="shared sample data not present")
+def test_real_binance_trades_on_1s_bars() -> None:
+    raw = pq.read_table(BINANCE)
+    trades = conform(
+        pa.table(
+            {
+                "ts_event": raw.column("timestamp"),
+                "symbol": pa.array(["BTCUSDT"] * raw.num_rows),
+                "price": raw.column("price"),
+                "size": raw.column("quantity"),
+                "side": pc.if_else(pc.equal(raw.column("buyer_maker"), "True"), -1, 1).cast(
+                    pa.int8()
+                ),
+            }
+        ),
+        EventKind.TRADES,
+    ).sort_by("ts_event")
+    spec = default_spec({EventKind.TRADES})
+    out = compute_features({EventKind.TRADES: trades}, spec)
+    bars = make_bars(trades, "1s")
+    assert len(out.ts) == bars.num_rows
+    opens = np.array(_ints(bars.column("ts_event")))
+    np.testing.assert_array_equal(out.ts, opens + 1_000_000_000)
+    assert np.isfinite(out.values).all()
+    volume = out.values[:, spec.features.index("volume")]
+    np.testing.assert_allclose(volume, bars.column("volume").to_numpy().astype(np.float32))
