@@ -155,10 +155,14 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             chunk_base += int(n_chunks.sum())
             if first.size == 0:
                 continue
-            values = np.concatenate([d.values for d in datas])
+            values = (
+                datas[0].values if len(datas) == 1 else np.concatenate([d.values for d in datas])
+            )
             values = values if columns is None else values[:, columns]
             values = np.ascontiguousarray(values, dtype=np.float32)
             if scale is not None:
+                if not values.flags.writeable:
+                    values = values.copy()
                 values -= scale[0]
                 values /= scale[1]
             row_off = np.concatenate([[0], np.cumsum(rows_per)[:-1]])
