@@ -108,6 +108,12 @@ class PrefetchStats:
     slots_given_away: int = 0
     depth_seen: int = 0
     started: float = field(default_factory=time.perf_counter)
+    ended: float | None = None
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds from the start of the pass to its end (or to now while it runs)."""
+        return (time.perf_counter() if self.ended is None else self.ended) - self.started
 
 
 @dataclass(frozen=True)
@@ -138,7 +144,10 @@ class _Shared:
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self.stop = threading.Event()
         self.slots: list[Slot] = []
-        self.max_slots = depth + 2  # queued + one being filled + one the consumer holds
+        # Queued, one being filled, and two on the consumer's side: the batch just taken
+        # from the queue and the previous one, which a `for` loop holds until the new
+        # one is assigned.
+        self.max_slots = depth + 3
         self.stats = stats
 
     def acquire(self) -> Slot:
@@ -329,4 +338,6 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
     def close(self) -> None:
         """Stop and join the background thread and drop the batches it queued."""
         self._done = True
+        if self.stats.ended is None:
+            self.stats.ended = time.perf_counter()
         self._finalizer()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -15,7 +14,7 @@ import torch.utils.data
 
 from ticktensor.errors import ConfigError
 
-from ._prefetch import CudaDelivery, Deliver, Prefetcher, Slot, host_delivery
+from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
 from .dataset import WindowDataset
 from .samplers import BlockShuffleOrder, Order, SequentialOrder, UniformOrder
 from .sharding import EpochState, ShardPlan, world_from_env
@@ -181,7 +180,8 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         self._order_cache: tuple[int, npt.NDArray[np.int64]] | None = None
         self._generation = 0
         self._current: weakref.ref[_FastIterator] | None = None
-        self._last: Prefetcher | None = None
+        self._last: weakref.ref[Prefetcher] | None = None  # weak: it owns the thread
+        self._last_stats: PrefetchStats | None = None
 
     @staticmethod
     def _check_fast(
@@ -249,7 +249,8 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         )
         iterator = _FastIterator(self, self._generation, plan, prefetcher)
         self._current = weakref.ref(iterator)
-        self._last = prefetcher
+        self._last = weakref.ref(prefetcher)
+        self._last_stats = prefetcher.stats
         return iterator
 
     def _epoch_order(self, epoch: int) -> npt.NDArray[np.int64]:
@@ -332,10 +333,11 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             assembling batches in the background; ``queue_depth``: batches ready now;
             ``mean_queue_depth``: batches ready when the consumer asked, on average;
             ``first_batch_s``: seconds from ``iter()`` to the first batch; ``wall_s``:
-            seconds since ``iter()``; ``buffers_allocated``; ``epoch``; ``samples_consumed``.
+            seconds from ``iter()`` to the end of the pass (or now); ``stall_fraction``:
+            ``wait_s / wall_s``; ``buffers_allocated``: batch buffers allocated in the pass;
+            ``epoch`` and ``samples_consumed``: the position, as in :meth:`state_dict`.
         """
         self._require_fast("stats")
-        last = self._last
         figures: dict[str, Any] = {
             "batches": 0,
             "samples": 0,
@@ -346,20 +348,23 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             "mean_queue_depth": 0.0,
             "first_batch_s": None,
             "wall_s": 0.0,
+            "stall_fraction": 0.0,
             "buffers_allocated": 0,
         }
-        if last is not None:
-            s = last.stats
+        s = self._last_stats
+        if s is not None:
+            running = None if self._last is None else self._last()
             figures |= {
                 "batches": s.batches,
                 "samples": s.samples,
                 "bytes": s.bytes,
                 "wait_s": s.wait_s,
                 "assemble_s": s.assemble_s,
-                "queue_depth": last.queue_depth,
+                "queue_depth": 0 if running is None else running.queue_depth,
                 "mean_queue_depth": s.depth_seen / s.batches if s.batches else 0.0,
                 "first_batch_s": s.first_batch_s,
-                "wall_s": time.perf_counter() - s.started,
+                "wall_s": s.wall_s,
+                "stall_fraction": s.wait_s / s.wall_s if s.wall_s > 0 else 0.0,
                 "buffers_allocated": s.slots_allocated,
             }
         return figures | {

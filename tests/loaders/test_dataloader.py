@@ -1,0 +1,378 @@
+"""DataLoader: torch compatibility, fast path vs a slow reference, shutdown, errors, resume."""
+
+from __future__ import annotations
+
+import _thread
+import gc
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+import ticktensor
+from ticktensor.errors import ConfigError
+from ticktensor.loaders import SequentialOrder, UniformOrder, WindowDataset
+from ticktensor.loaders.dataloader import DataLoader
+from ticktensor.store import Layout, Store, StoreVersion
+
+WINDOW = 4
+ROWS = (70, 53, 81)  # three symbols of different lengths: 195 windows of 4 rows
+
+
+def build_version(path: Path) -> StoreVersion:
+    """Feature 0 of each row is ``1000 * symbol + row``: a window's first value names it."""
+    store = Store.create(str(path), layout=Layout(chunk_rows=16))
+    records = []
+    for s, rows in enumerate(ROWS):
+        row = np.arange(rows, dtype=np.float32)
+        values = np.stack([1000 * s + row, -row, row / 7], axis=1).astype(np.float32)
+        records.append(
+            store.write_segment(
+                symbol=f"S{s}",
+                session="2024-01-02",
+                ts=np.arange(rows, dtype=np.int64) * 10**9,
+                values=values,
+                feature_names=("id", "neg", "frac"),
+                labels=(row[:, None] * 2).astype(np.float32),
+                label_names=("y",),
+            )
+        )
+    return store.commit(segments=records, message="dataloader tests")
+
+
+@pytest.fixture(scope="module")
+def version(tmp_path_factory: pytest.TempPathFactory) -> StoreVersion:
+    return build_version(tmp_path_factory.mktemp("store") / "store")
+
+
+@pytest.fixture
+def dataset(version: StoreVersion) -> WindowDataset:
+    return WindowDataset(version, WINDOW)
+
+
+def reference(dataset: WindowDataset, indices: npt.NDArray[np.int64]) -> tuple[Any, Any]:
+    """The slow path: ``dataset[i]`` one by one, stacked."""
+    pairs = [dataset[int(i)] for i in indices]
+    return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+
+
+def sample_ids(dataset: WindowDataset) -> dict[float, int]:
+    """Sample index by the id value of its window's first row."""
+    return {float(dataset[i][0][0, 0]): i for i in range(len(dataset))}
+
+
+def indices_of(
+    batches: list[tuple[torch.Tensor, torch.Tensor]], ids: dict[float, int]
+) -> list[int]:
+    return [ids[float(v)] for x, _ in batches for v in x[:, 0, 0]]
+
+
+def loader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("ticktensor-loader")]
+
+
+def assert_no_loader_thread() -> None:
+    gc.collect()
+    assert loader_threads() == []
+
+
+# -- torch compatibility ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_any_other_dataset_gives_torchs_batches(shuffle: bool) -> None:
+    data = TensorDataset(torch.arange(50.0).reshape(25, 2), torch.arange(25))
+    ours = DataLoader(
+        data, batch_size=4, shuffle=shuffle, generator=torch.Generator().manual_seed(3)
+    )
+    theirs = torch.utils.data.DataLoader(
+        data, batch_size=4, shuffle=shuffle, generator=torch.Generator().manual_seed(3)
+    )
+    assert not ours.fast
+    assert len(ours) == len(theirs)
+    for _ in range(2):  # a second epoch continues the generator, as torch does
+        got, want = list(ours), list(theirs)
+        assert len(got) == len(want) == 7
+        for a, b in zip(got, want, strict=True):
+            assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    assert ours.sampler.__class__ is theirs.sampler.__class__  # torch attributes delegate
+
+
+def test_package_exports_dataloader_lazily() -> None:
+    assert ticktensor.DataLoader is DataLoader
+    with pytest.raises(AttributeError):
+        _ = ticktensor.NoSuchThing  # type: ignore[attr-defined]
+
+
+def test_per_sample_hooks_take_torchs_path(dataset: WindowDataset) -> None:
+    loader = DataLoader(dataset, batch_size=8, collate_fn=len)
+    assert not loader.fast
+    assert list(loader)[:2] == [8, 8]
+
+
+def test_fast_only_options_are_rejected_on_torchs_path() -> None:
+    with pytest.raises(ConfigError, match="order, seed: only for the fast path"):
+        DataLoader([1, 2, 3], order=SequentialOrder(), seed=1)
+
+
+# -- the fast path against the slow reference ----------------------------------------------
+
+
+@pytest.mark.parametrize("order", [SequentialOrder(), UniformOrder(5)])
+def test_fast_path_equals_reference(dataset: WindowDataset, order: Any) -> None:
+    loader = DataLoader(dataset, batch_size=32, order=order, prefetch=2)
+    assert loader.fast
+    batches = list(loader)
+    expected = order.order(dataset, 0)
+    assert len(batches) == len(loader) == 7  # 195 samples: 6 full batches and one of 3
+    assert [x.shape[0] for x, _ in batches] == [32] * 6 + [3]
+    x = torch.cat([b[0] for b in batches])
+    y = torch.cat([b[1] for b in batches])
+    want_x, want_y = reference(dataset, expected)
+    assert x.dtype == torch.float32
+    assert y.dtype == torch.float32
+    assert torch.equal(x, want_x)
+    assert torch.equal(y, want_y)
+
+
+def test_shuffle_and_generator_choose_the_default_order(dataset: WindowDataset) -> None:
+    assert DataLoader(dataset, batch_size=8).order == SequentialOrder()
+    assert DataLoader(dataset, batch_size=8, shuffle=True).order == UniformOrder(0)
+    seeded = DataLoader(
+        dataset, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(9)
+    )
+    assert seeded.order == UniformOrder(9)
+    assert DataLoader(dataset, batch_size=8, shuffle=True, seed=4).order == UniformOrder(4)
+
+
+def test_kept_batches_stay_correct(dataset: WindowDataset) -> None:
+    """``list(loader)`` keeps every batch: no buffer may be refilled under it."""
+    loader = DataLoader(dataset, batch_size=8, shuffle=True, prefetch=1)
+    kept = list(loader)
+    want_x, want_y = reference(dataset, UniformOrder(0).order(dataset, 0))
+    assert torch.equal(torch.cat([b[0] for b in kept]), want_x)
+    assert torch.equal(torch.cat([b[1] for b in kept]), want_y)
+    # Views and numpy arrays of a batch also hold its buffer.
+    views = [
+        (x[1:3], y.numpy()) for x, y in DataLoader(dataset, batch_size=8, shuffle=True, seed=2)
+    ]
+    order = UniformOrder(2).order(dataset, 0)
+    for k, (x, y) in enumerate(views):
+        want = reference(dataset, order[8 * k : 8 * k + 8])
+        assert torch.equal(x, want[0][1:3])
+        assert np.array_equal(y, want[1].numpy())
+
+
+def test_dropped_batches_reuse_buffers(dataset: WindowDataset) -> None:
+    loader = DataLoader(dataset, batch_size=8, prefetch=2)
+    count = sum(1 for _ in loader)
+    assert count == 25
+    assert loader.stats()["buffers_allocated"] <= 5  # queued 2, filling 1, consumer 2
+
+
+def test_pin_memory_without_cuda_is_a_no_op(dataset: WindowDataset) -> None:
+    loader = DataLoader(dataset, batch_size=16, pin_memory=True)
+    x, _ = next(iter(loader))
+    assert loader.pin_memory is torch.cuda.is_available()
+    assert x.is_pinned() is torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_device_copies_match(dataset: WindowDataset) -> None:  # pragma: no cover - GPU only
+    loader = DataLoader(dataset, batch_size=16, shuffle=True, device="cuda")
+    got = [(x.cpu(), y.cpu()) for x, y in loader]
+    want = reference(dataset, UniformOrder(0).order(dataset, 0))
+    assert torch.equal(torch.cat([g[0] for g in got]), want[0])
+
+
+def test_drop_last_and_pad(dataset: WindowDataset) -> None:
+    assert len(DataLoader(dataset, batch_size=32, drop_last=True)) == 6
+    padded = list(DataLoader(dataset, batch_size=32, pad=True))
+    assert [x.shape[0] for x, _ in padded] == [32] * 7
+    assert torch.equal(padded[-1][0][3:], reference(dataset, np.arange(29))[0])  # wrapped
+
+
+def test_ranks_split_each_global_step(dataset: WindowDataset) -> None:
+    ids = sample_ids(dataset)
+    per_rank = [
+        indices_of(
+            list(DataLoader(dataset, batch_size=10, shuffle=True, rank=r, world_size=3)), ids
+        )
+        for r in range(3)
+    ]
+    order = UniformOrder(0).order(dataset, 0)
+    assert [len(p) for p in per_rank] == [70, 70, 70]  # 7 padded batches on every rank
+    for r in range(3):
+        for step in range(7):
+            positions = np.arange(step * 30 + r * 10, step * 30 + r * 10 + 10) % len(order)
+            assert per_rank[r][step * 10 : step * 10 + 10] == order[positions].tolist()
+
+
+def test_epochs_reshuffle_and_set_epoch(dataset: WindowDataset) -> None:
+    ids = sample_ids(dataset)
+    loader = DataLoader(dataset, batch_size=50, shuffle=True)
+    first, second = indices_of(list(loader), ids), indices_of(list(loader), ids)
+    assert first == UniformOrder(0).order(dataset, 0).tolist()
+    assert second == UniformOrder(0).order(dataset, 1).tolist()
+    loader.set_epoch(7)
+    assert indices_of(list(loader), ids) == UniformOrder(0).order(dataset, 7).tolist()
+    assert loader.epoch == 8
+
+
+# -- state and resume ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("saved_world", "new_world"), [(1, 1), (2, 2), (2, 3), (3, 1)])
+def test_resume_mid_epoch_yields_exactly_the_rest(
+    dataset: WindowDataset, saved_world: int, new_world: int
+) -> None:
+    ids = sample_ids(dataset)
+    order = UniformOrder(0).order(dataset, 0)
+    states = []
+    seen: list[int] = []
+    for r in range(saved_world):
+        loader = DataLoader(
+            dataset, batch_size=8, shuffle=True, rank=r, world_size=saved_world, pad=False
+        )
+        iterator = iter(loader)
+        seen += indices_of([next(iterator) for _ in range(3)], ids)
+        states.append(loader.state_dict())
+        del iterator
+    assert all(s == states[0] for s in states)
+    assert states[0] == {"epoch": 0, "seed": 0, "samples_consumed": 3 * 8 * saved_world}
+    rest: list[int] = []
+    for r in range(new_world):
+        loader = DataLoader(
+            dataset, batch_size=8, shuffle=True, rank=r, world_size=new_world, pad=False
+        )
+        loader.set_epoch(0)  # the usual loop head keeps the restored position
+        loader.load_state_dict(states[0])
+        loader.set_epoch(0)
+        rest += indices_of(list(loader), ids)
+        assert loader.state_dict() == {"epoch": 1, "seed": 0, "samples_consumed": 0}
+    assert sorted(seen) == sorted(order[: len(seen)].tolist())
+    assert sorted(rest) == sorted(order[len(seen) :].tolist())  # nothing repeated or skipped
+
+
+def test_state_with_another_seed_is_refused(dataset: WindowDataset) -> None:
+    loader = DataLoader(dataset, batch_size=8, shuffle=True, seed=1)
+    with pytest.raises(ConfigError, match="seed 2"):
+        loader.load_state_dict({"epoch": 0, "seed": 2, "samples_consumed": 8})
+
+
+def test_stats(dataset: WindowDataset) -> None:
+    loader = DataLoader(dataset, batch_size=16)
+    for _ in loader:
+        pass
+    stats = loader.stats()
+    assert {
+        "batches",
+        "samples",
+        "bytes",
+        "wait_s",
+        "assemble_s",
+        "queue_depth",
+        "first_batch_s",
+    } <= set(stats)
+    assert stats["batches"] == 13
+    assert stats["samples"] == len(dataset)
+    assert stats["bytes"] == len(dataset) * 4 * (WINDOW * 3 + 1)
+    assert 0 < stats["first_batch_s"] < 5
+    assert stats["assemble_s"] > 0
+
+
+# -- shutdown, errors, timeout --------------------------------------------------------------
+
+
+def test_break_leaves_no_thread(dataset: WindowDataset) -> None:
+    loader = DataLoader(dataset, batch_size=4, prefetch=3)
+    for _ in loader:
+        assert len(loader_threads()) == 1
+        break
+    assert_no_loader_thread()
+
+
+def test_deleting_the_loader_leaves_no_thread(dataset: WindowDataset) -> None:
+    loader = DataLoader(dataset, batch_size=4)
+    iterator = iter(loader)
+    next(iterator)
+    del loader, iterator
+    assert_no_loader_thread()
+
+
+def test_consumer_exception_leaves_no_thread(dataset: WindowDataset) -> None:
+    def consume() -> None:
+        for _ in DataLoader(dataset, batch_size=4):
+            raise RuntimeError("the training step failed")
+
+    with pytest.raises(RuntimeError, match="training step"):
+        consume()
+    assert_no_loader_thread()
+
+
+class SlowDataset(WindowDataset):
+    """Sleeps before each batch: lets the consumer block waiting for data."""
+
+    delay = 0.3
+
+    def get_batch(self, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(self.delay)
+        return super().get_batch(*args, **kwargs)
+
+
+class FailingDataset(WindowDataset):
+    """Fails on the third batch, as a corrupt chunk would."""
+
+    def get_batch(self, indices: Any, *args: Any, **kwargs: Any) -> Any:
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls == 3:
+            raise ValueError("chunk 17 is damaged")
+        return super().get_batch(indices, *args, **kwargs)
+
+
+def test_keyboard_interrupt_leaves_no_thread(version: StoreVersion) -> None:
+    def consume() -> None:
+        for _ in DataLoader(dataset, batch_size=4):
+            raise KeyboardInterrupt
+
+    dataset = WindowDataset(version, WINDOW)
+    with pytest.raises(KeyboardInterrupt):
+        consume()
+    assert_no_loader_thread()
+    # And while the consumer is blocked waiting for a batch.
+    slow = SlowDataset(version, WINDOW)
+    timer = threading.Timer(0.1, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in DataLoader(slow, batch_size=4):
+            pass
+    timer.join()
+    assert_no_loader_thread()
+
+
+def test_assembly_error_is_raised_in_the_consumer(version: StoreVersion) -> None:
+    loader = DataLoader(FailingDataset(version, WINDOW), batch_size=4)
+    iterator = iter(loader)
+    got = [next(iterator), next(iterator)]
+    with pytest.raises(ValueError, match="chunk 17 is damaged") as info:
+        next(iterator)
+    assert len(got) == 2
+    with pytest.raises(StopIteration):  # the pass is over
+        next(iterator)
+    del iterator
+    notes = "".join(getattr(info.value, "__notes__", []))
+    assert "batch 2 (epoch 0, rank 0 of 1" in notes
+    assert_no_loader_thread()
+
+
+def test_timeout_names_the_batch(version: StoreVersion) -> None:
+    loader = DataLoader(SlowDataset(version, WINDOW), batch_size=4, timeout=0.05)
+    with pytest.raises(TimeoutError, match=r"batch 0 .*timeout of 0.05 s"):
+        next(iter(loader))
+    assert_no_loader_thread()
