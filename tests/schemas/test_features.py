@@ -10,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ticktensor.errors import ConfigError
-from ticktensor.schemas import FeatureSpec, LabelSpec
+from ticktensor.schemas import (
+    BarRule,
+    FeatureSpec,
+    LabelSpec,
+    parse_bar_rule,
+    parse_duration_ns,
+)
 
 
 def _label(**kwargs: Any) -> LabelSpec:
@@ -131,3 +137,47 @@ def specs(draw: st.DrawFn) -> FeatureSpec:
 def test_dict_round_trip(spec: FeatureSpec) -> None:
     data = json.loads(json.dumps(spec.to_dict()))
     assert FeatureSpec.from_dict(data) == spec
+
+
+def test_clock_and_bar_rule() -> None:
+    spec = FeatureSpec(("volume",), clock="bars", bar="volume:1000")
+    assert spec.bar_rule == BarRule("volume", 1000.0)
+    assert spec.to_dict()["clock"] == "bars"
+    assert FeatureSpec.from_dict(spec.to_dict()) == spec
+    assert "clock" not in FeatureSpec(("a",)).to_dict()  # default left out: old specs read equal
+    assert parse_bar_rule("time:5m") == BarRule("time", 300 * 10**9)
+    assert parse_bar_rule("dollar:1e6").size == 1e6
+    assert parse_duration_ns("250us") == 250_000
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"clock": "ticks"}, "clock 'ticks' is not one of"),
+        ({"clock": "bars"}, "clock 'bars' needs a bar rule"),
+        ({"bar": "1s"}, "bar '1s' is only allowed with clock 'bars', not 'quotes'"),
+        ({"clock": "bars", "bar": "0s"}, "duration '0s' is not a positive integer"),
+        ({"clock": "bars", "bar": "volume:x"}, "volume threshold must be a number > 0"),
+        ({"clock": "bars", "bar": "tick:5"}, "expected a duration"),
+    ],
+)
+def test_clock_rejects(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        FeatureSpec(("a",), **kwargs)
+
+
+@given(
+    spec=specs(),
+    clock=st.sampled_from(["quotes", "trades", "bars", "mbp10", "ohlcv"]),
+    bar=st.sampled_from(["1s", "500ms", "volume:10", "dollar:1e6"]),
+)
+def test_dict_round_trip_with_clock(spec: FeatureSpec, clock: str, bar: str) -> None:
+    with_clock = FeatureSpec(
+        spec.features,
+        spec.labels,
+        spec.stats_period,
+        spec.version,
+        clock=clock,  # type: ignore[arg-type]
+        bar=bar if clock == "bars" else None,
+    )
+    assert FeatureSpec.from_dict(json.loads(json.dumps(with_clock.to_dict()))) == with_clock
