@@ -147,6 +147,10 @@ CATALOGUE: dict[str, _Entry] = {
 _SUFFIX = re.compile(r"(?P<base>.+)_(?P<param>\d+(?:ns|us|ms|s|m|h|d)?)")
 
 
+def _rows(n: int) -> Param:
+    return ("rows", n)
+
+
 def _resolve(name: str, clock: str) -> tuple[_Entry, Param] | None:
     """The catalogue entry and parameter a feature name stands for on ``clock``, if any."""
     entry, param = CATALOGUE.get(name), None
@@ -157,7 +161,7 @@ def _resolve(name: str, clock: str) -> tuple[_Entry, Param] | None:
         if text.isdigit():
             if int(text) < 1:
                 return None
-            param = int(text) if entry.param == "rows" else ("rows", int(text))
+            param = int(text) if entry.param == "rows" else _rows(int(text))
         elif entry.param == "window":
             param = ("ns", parse_duration_ns(text))
         else:

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from ticktensor.errors import ConfigError
-from ticktensor.schemas import EventKind, FeatureSpec, LabelSpec, parse_duration_ns
+from ticktensor.schemas import Clock, EventKind, FeatureSpec, LabelSpec, parse_duration_ns
 
 from ._feature_engine import FeatureArrays, check_spec, compute, known_features
 from ._feature_stats import FeatureStatsAccumulator
@@ -150,8 +150,12 @@ def default_spec(kinds: set[EventKind] | set[str], horizon_rows: int = 10) -> Fe
     ('bars', '1s', 'close')
     """
     have = {EventKind(k) for k in kinds}
-    order = ((EventKind.MBP10, "mbp10"), (EventKind.QUOTES, "quotes"))
-    order += ((EventKind.TRADES, "bars"), (EventKind.OHLCV, "ohlcv"))
+    order: tuple[tuple[EventKind, Clock], ...] = (
+        (EventKind.MBP10, "mbp10"),
+        (EventKind.QUOTES, "quotes"),
+        (EventKind.TRADES, "bars"),
+        (EventKind.OHLCV, "ohlcv"),
+    )
     clock = next((c for kind, c in order if kind in have), None)
     if clock is None:
         raise ConfigError(
@@ -167,7 +171,7 @@ def default_spec(kinds: set[EventKind] | set[str], horizon_rows: int = 10) -> Fe
         features,
         (label,),
         clock=clock,
-        bar="1s" if clock == "bars" else None,  # type: ignore[arg-type]
+        bar="1s" if clock == "bars" else None,
     )
 
 
@@ -192,8 +196,8 @@ def spec_from_toml(data: Mapping[str, Any]) -> FeatureSpec:
             raise ConfigError(f"stats_period must be [start, end], got {period!r}")
         data["stats_period"] = [_ns(t, "stats_period") for t in period]
     labels = []
-    for label in data.get("labels", []):
-        label = dict(label)
+    for raw in data.get("labels", []):
+        label = dict(raw)
         if "horizon" in label:  # "30s" (a duration) or 10 (rows)
             horizon = label.pop("horizon")
             key = "horizon_rows" if isinstance(horizon, int) else "horizon_ns"
