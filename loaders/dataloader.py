@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -177,7 +178,9 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             self._delivery = CudaDelivery(self.device)
         self.pin_memory = bool(cuda and (pin_memory or isinstance(self._delivery, CudaDelivery)))
         self._state = EpochState(seed=seed)
-        self._order_cache: tuple[int, npt.NDArray[np.int64]] | None = None
+        self._orders = _Orders(self.order, dataset)
+        self._orders.prefetch(self._state.epoch)  # overlaps the caller's own setup
+        weakref.finalize(self, self._orders.close)
         self._generation = 0
         self._current: weakref.ref[_FastIterator] | None = None
         self._last: weakref.ref[Prefetcher] | None = None  # weak: it owns the thread
@@ -217,7 +220,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         self._generation += 1
         epoch, start = self._state.epoch, self._state.samples_consumed
         plan = self._state.plan(
-            self._epoch_order(epoch),
+            self._orders.get(epoch),
             self.batch_size,
             self.world_size,
             self.rank,
@@ -253,13 +256,6 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         self._last_stats = prefetcher.stats
         return iterator
 
-    def _epoch_order(self, epoch: int) -> npt.NDArray[np.int64]:
-        """The epoch's global order, computed once per epoch."""
-        if self._order_cache is None or self._order_cache[0] != epoch:
-            order = np.asarray(self.order.order(self.dataset, epoch), dtype=np.int64)
-            self._order_cache = (epoch, order)
-        return self._order_cache[1]
-
     def __len__(self) -> int:
         """Batches per epoch (for this rank on the fast path)."""
         if not self.fast:
@@ -267,7 +263,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         if isinstance(self.order, _PERMUTATIONS):
             total: int | npt.NDArray[np.int64] = len(self.dataset)
         else:
-            total = self._epoch_order(self._state.epoch)
+            total = self._orders.get(self._state.epoch)
         plan = ShardPlan(
             total, self.batch_size, self.world_size, self.rank, self.drop_last, self.pad
         )
@@ -294,6 +290,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         if epoch != self._state.epoch:
             self._generation += 1  # a running pass no longer moves the state
             self._state.epoch, self._state.samples_consumed = epoch, 0
+            self._orders.prefetch(epoch)
 
     @property
     def epoch(self) -> int:
@@ -414,7 +411,10 @@ class _FastIterator(Iterator[Batch]):
         if self._receive is not None:
             self._receive(x, y, event)
         if self._current():
-            self._loader._state.samples_consumed = self._plan.samples_consumed(step + 1)
+            loader = self._loader
+            loader._state.samples_consumed = self._plan.samples_consumed(step + 1)
+            if step == self._plan.num_steps // 2:
+                loader._orders.prefetch(loader._state.epoch + 1)
         return x, y
 
     def _current(self) -> bool:
@@ -426,3 +426,65 @@ class _FastIterator(Iterator[Batch]):
 
     def __len__(self) -> int:
         return self._plan.num_steps
+
+
+class _Orders:
+    """Epoch orders, computed ahead in a short-lived thread so that ``iter()`` rarely waits.
+
+    A uniform order over D1's 16 M samples takes about 0.6 s: the order of the first
+    epoch is started when the loader is built, the next epoch's halfway through a pass.
+    At most the orders of the current and the next epoch are kept.
+    """
+
+    def __init__(self, order: Order, dataset: WindowDataset) -> None:
+        self._order = order
+        self._dataset = dataset
+        self._done: dict[int, npt.NDArray[np.int64] | BaseException] = {}
+        self._running: dict[int, threading.Thread] = {}
+
+    def prefetch(self, epoch: int) -> None:
+        """Start computing ``epoch``'s order unless it is known or on its way."""
+        if epoch in self._done or epoch in self._running:
+            return
+        thread = threading.Thread(
+            target=_compute_order,
+            args=(self._order, self._dataset, epoch, self._done),
+            name=f"ticktensor-order-{next(_threads)}",
+            daemon=True,
+        )
+        self._running[epoch] = thread
+        thread.start()
+
+    def get(self, epoch: int) -> npt.NDArray[np.int64]:
+        """``epoch``'s order, waiting for (or doing) its computation."""
+        thread = self._running.pop(epoch, None)
+        if thread is not None:
+            thread.join()
+        if epoch not in self._done:
+            _compute_order(self._order, self._dataset, epoch, self._done)
+        for old in list(self._done):  # list() is atomic; a thread may add an epoch
+            if old < epoch:
+                self._done.pop(old, None)
+        result = self._done[epoch]
+        if isinstance(result, BaseException):
+            del self._done[epoch]  # computed again next time
+            raise result
+        return result
+
+    def close(self) -> None:
+        """Wait for orders being computed (at most one epoch's)."""
+        for thread in self._running.values():
+            thread.join()
+        self._running.clear()
+
+
+def _compute_order(
+    order: Order,
+    dataset: WindowDataset,
+    epoch: int,
+    done: dict[int, npt.NDArray[np.int64] | BaseException],
+) -> None:
+    try:
+        done[epoch] = np.asarray(order.order(dataset, epoch), dtype=np.int64)
+    except BaseException as exc:  # raised again by _Orders.get in the caller's thread
+        done[epoch] = exc

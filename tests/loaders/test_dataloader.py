@@ -74,7 +74,7 @@ def indices_of(
 
 
 def loader_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("ticktensor-loader")]
+    return [t for t in threading.enumerate() if t.name.startswith("ticktensor-")]
 
 
 def assert_no_loader_thread() -> None:
@@ -264,6 +264,19 @@ def test_state_with_another_seed_is_refused(dataset: WindowDataset) -> None:
     loader = DataLoader(dataset, batch_size=8, shuffle=True, seed=1)
     with pytest.raises(ConfigError, match="seed 2"):
         loader.load_state_dict({"epoch": 0, "seed": 2, "samples_consumed": 8})
+
+
+def test_next_epoch_order_is_computed_ahead(dataset: WindowDataset) -> None:
+    loader = DataLoader(dataset, batch_size=8, shuffle=True)
+    ids = sample_ids(dataset)
+    iterator = iter(loader)
+    for _ in range(13):  # past the middle of the pass's 25 batches
+        next(iterator)
+    assert set(loader._orders._done) | set(loader._orders._running) == {0, 1}
+    list(iterator)
+    assert indices_of(list(loader), ids) == UniformOrder(0).order(dataset, 1).tolist()
+    del loader, iterator
+    assert_no_loader_thread()
 
 
 def test_stats(dataset: WindowDataset) -> None:
