@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ticktensor.ingest import _quarantine
+from ticktensor.ingest._feature_rows import CLOCK_INPUTS
 from ticktensor.ingest._staging import Staging
 from ticktensor.schemas import EventKind, FeatureSpec
 from ticktensor.store import Layout, SegmentRecord, SourceFile, Store, TableRecord
@@ -31,7 +32,7 @@ class AssembleTask:
     parts: dict[EventKind, list[str]]
     staging: Staging
     store_url: str
-    spec: FeatureSpec
+    spec: FeatureSpec | None
     layout: Layout | None
     sources: dict[str, SourceFile]
     strict: bool = False
@@ -83,11 +84,23 @@ class AssembleResult:
     note: str | None = None
 
 
-def _duplicates(table: pa.Table) -> npt.NDArray[np.bool_]:
-    """Rows identical (in every canonical column) to an earlier row, across files too."""
-    df = cast(pl.DataFrame, pl.from_arrow(table.drop_columns(_EXTRA)))
-    first = df.select(pl.struct(pl.all()).is_first_distinct().alias("first"))["first"]
-    return cast("npt.NDArray[np.bool_]", (~first).to_numpy())
+def _duplicates(table: pa.Table, kind: EventKind) -> npt.NDArray[np.bool_]:
+    """Rows identical (in every canonical column) to an earlier row.
+
+    MBO is the exception within one file: several fills of one resting order in one
+    exchange packet share every field (order id, price, size, sequence, times), so
+    there identical rows are real events and only a copy from another file (overlapping
+    downloads) is a duplicate.
+    """
+    df = cast(pl.DataFrame, pl.from_arrow(table))
+    canonical = [c for c in df.columns if c not in _EXTRA]
+    if kind is EventKind.MBO:
+        first_source = pl.col("_source").first().over(canonical)
+        flags = df.select((pl.col("_source") != first_source).alias("dup"))["dup"]
+    else:
+        first = df.select(pl.struct(canonical).is_first_distinct().alias("first"))["first"]
+        flags = ~first
+    return cast("npt.NDArray[np.bool_]", flags.to_numpy())
 
 
 def _sorted(table: pa.Table) -> pa.Table:
@@ -114,7 +127,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
                 table.column("_source").cast(pa.string()),
             )
         )
-        dup = _duplicates(table)
+        dup = _duplicates(table, kind)
         if dup.any():
             bad = table.filter(pa.array(dup))
             q = _duplicate_entries(kind, bad)
@@ -137,6 +150,15 @@ def assemble(task: AssembleTask) -> AssembleResult:
         )
     if dup_tables:
         out.duplicates = pa.concat_tables(dup_tables)
+    if task.spec is None:
+        return out
+    clock_kind = CLOCK_INPUTS[task.spec.clock][0]
+    if clock_kind not in events:
+        out.note = (
+            f"{task.symbol}/{task.session}: events stored, no features (the "
+            f"{task.spec.clock} clock needs {clock_kind.value} events)"
+        )
+        return out
     features = compute_features(events, task.spec)
     if features.ts.size == 0:
         out.note = f"{task.symbol}/{task.session}: no rows on the {task.spec.clock} clock"

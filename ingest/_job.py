@@ -279,7 +279,7 @@ def _phase_convert(
     return files
 
 
-def _spec(store: Store, options: IngestOptions, files: list[FileResult]) -> FeatureSpec:
+def _spec(store: Store, options: IngestOptions, files: list[FileResult]) -> FeatureSpec | None:
     from ticktensor.ingest.features import default_spec
 
     if options.spec is not None:
@@ -289,9 +289,10 @@ def _spec(store: Store, options: IngestOptions, files: list[FileResult]) -> Feat
         spec: FeatureSpec = FeatureSpec.from_dict(existing)
         return spec
     kinds = {EventKind(f.schema) for f in files if f.schema}
-    if not kinds:
-        raise ConfigError("no rows were read, so there is nothing to compute features from")
-    return default_spec(kinds)
+    try:
+        return default_spec(kinds) if kinds else None
+    except ConfigError:
+        return None  # e.g. MBO only: events are stored, features need a spec (--features)
 
 
 def _phase_assemble(
@@ -299,7 +300,7 @@ def _phase_assemble(
     files: list[FileResult],
     staging: Staging,
     store: Store,
-    spec: FeatureSpec,
+    spec: FeatureSpec | None,
     options: IngestOptions,
     progress: bool,
 ) -> list[AssembleResult]:
@@ -337,7 +338,7 @@ def _publish(
     base: int,
     files: list[FileResult],
     results: list[AssembleResult],
-    spec: FeatureSpec,
+    spec: FeatureSpec | None,
     staging: Staging,
     options: IngestOptions,
 ) -> tuple[StoreVersion, bool]:
@@ -372,7 +373,7 @@ def _publish(
         segments=segments,
         tables=tables,
         stats=stats,
-        attributes={"feature_spec": spec.to_dict()},
+        attributes={} if spec is None else {"feature_spec": spec.to_dict()},
         message=options.message or f"ingest {len(files)} file(s)",
         base_version=base,
         replace=options.replace,
@@ -381,10 +382,10 @@ def _publish(
 
 
 def _stats(
-    store: Store, segments: list[Any], results: list[AssembleResult], spec: FeatureSpec
+    store: Store, segments: list[Any], results: list[AssembleResult], spec: FeatureSpec | None
 ) -> FeatureStats | None:
     """Per-feature mean/std over the declared training period, old and new segments."""
-    if spec.stats_period is None or not segments:
+    if spec is None or spec.stats_period is None or not segments:
         return None
     start, end = spec.stats_period
     total = StatsPartial()

@@ -16,7 +16,7 @@ from typing import IO, Any, cast
 
 import fsspec
 
-from ticktensor.errors import ConfigError
+from ticktensor.errors import ConfigError, InputError
 
 __all__ = ["COMPRESSIONS", "Input", "expand_inputs"]
 
@@ -56,7 +56,7 @@ class Input:
         """
         with self.fs.open(self.path, "rb") as raw:
             hashing = _HashingReader(raw)
-            stream = _decompress(hashing, self.compression)
+            stream = _decompress(hashing, self.compression, self.url)
             try:
                 yield stream
             finally:
@@ -94,11 +94,8 @@ class Input:
     def head(self, n: int = 4096) -> bytes:
         """The first ``n`` decompressed bytes (for format detection)."""
         with self.fs.open(self.path, "rb") as raw:
-            stream = _decompress(raw, self.compression)
-            try:
-                return stream.read(n)
-            except Exception as exc:  # a corrupt archive: detection says so later
-                raise ConfigError(f"{self.url}: cannot decompress ({exc})") from exc
+            stream = _decompress(raw, self.compression, self.url)
+            return stream.read(n)  # a corrupt archive raises InputError naming the file
 
 
 class _HashingReader(io.RawIOBase):
@@ -131,19 +128,82 @@ class _HashingReader(io.RawIOBase):
         return self._hash.hexdigest()
 
 
-def _decompress(raw: IO[bytes] | io.RawIOBase, compression: str | None) -> IO[bytes]:
-    """``raw`` decompressed (a buffered binary stream; read-only, forward only)."""
+def _decompress(
+    raw: IO[bytes] | io.RawIOBase, compression: str | None, url: str = "<input>"
+) -> IO[bytes]:
+    """``raw`` decompressed (a buffered binary stream; read-only, forward only).
+
+    Decoder failures, and a compressed stream that ends before its end marker, raise
+    :class:`~ticktensor.errors.InputError` naming ``url``.
+    """
     if compression is None:
         return io.BufferedReader(raw) if isinstance(raw, io.RawIOBase) else raw
+    decoded: IO[bytes]
     if compression == "gzip":
-        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
-    if compression == "bz2":
-        return cast(IO[bytes], bz2.BZ2File(raw, mode="rb"))
-    import zstandard
+        decoded = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
+    elif compression == "bz2":
+        decoded = cast(IO[bytes], bz2.BZ2File(raw, mode="rb"))
+    else:
+        decoded = cast(IO[bytes], _ZstdReader(cast(IO[bytes], raw)))
+    return io.BufferedReader(_Guarded(decoded, f"{url}: cannot decompress {compression}"))
 
-    source = cast(IO[bytes], raw)
-    reader = zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True)
-    return io.BufferedReader(cast(io.RawIOBase, reader))
+
+class _ZstdReader(io.RawIOBase):
+    """Streaming zstd decoder over any number of frames that notices a truncated frame."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        import zstandard
+
+        self._raw = raw
+        self._new = zstandard.ZstdDecompressor().decompressobj
+        self._obj = self._new()
+        self._pending = b""
+        self._started = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._raw.read(1 << 20)
+            if not chunk:
+                if self._started and not self._obj.eof:
+                    raise EOFError("the stream ends inside a frame (truncated file)")
+                return 0
+            self._started = True
+            out = []
+            while chunk:
+                out.append(self._obj.decompress(chunk))
+                if self._obj.eof:  # next frame, if any, starts in unused_data
+                    chunk = self._obj.unused_data
+                    self._obj = self._new()
+                    self._started = bool(chunk)
+                else:
+                    chunk = b""
+            self._pending = b"".join(out)
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+class _Guarded(io.RawIOBase):
+    """Turns a decoder's exceptions into ``InputError`` with context."""
+
+    def __init__(self, stream: IO[bytes], context: str) -> None:
+        self._stream = stream
+        self._context = context
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            return self._stream.readinto(buffer)  # type: ignore[attr-defined, no-any-return]
+        except InputError:
+            raise
+        except Exception as exc:  # zstd, zlib, bz2 and EOF errors differ per codec
+            raise InputError(f"{self._context}: {exc} (the file is corrupt or truncated)") from exc
 
 
 def expand_inputs(

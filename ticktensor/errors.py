@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "FormatVersionError",
+    "InputError",
     "SchemaError",
     "StoreCorruptError",
     "StoreError",
@@ -35,6 +36,10 @@ class SchemaError(TickTensorError, ValueError):
 
 class ValidationError(SchemaError):
     """A row broke a validation rule (raised in strict mode)."""
+
+
+class InputError(TickTensorError, OSError):
+    """An input file cannot be read: corrupt, truncated or not in the format claimed."""
 
 
 class StoreError(TickTensorError, OSError):

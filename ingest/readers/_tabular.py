@@ -28,7 +28,7 @@ def kind_of(source: Input, options: ReadOptions, schema: pa.Schema) -> EventKind
     if recorded is not None:
         return EventKind(recorded.decode())
     kinds = ", ".join(k.value for k in EventKind)
-    raise ConfigError(f"{source.url}: pass an event kind (--kind): one of {kinds}")
+    raise ConfigError(f"{source.url}: pass an event kind (--schema): one of {kinds}")
 
 
 def decode_batches(

@@ -64,7 +64,7 @@ class CsvReader(Reader):
         """Decode ``source`` in batches of at most ``options.batch_rows`` rows."""
         if options.kind is None:
             kinds = ", ".join(k.value for k in EventKind)
-            raise ConfigError(f"{source.url}: CSV needs an event kind (--kind): one of {kinds}")
+            raise ConfigError(f"{source.url}: CSV needs an event kind (--schema): one of {kinds}")
         with source.open() as stream:
             yield from _CsvDecoder(source, options, options.kind).decode(stream)
 

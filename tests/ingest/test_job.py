@@ -320,3 +320,114 @@ def test_process_pool_matches_inline(tmp_path: Path, monkeypatch: pytest.MonkeyP
         s.content_hash for s in inline.version.segments
     ]
     assert [t.path for t in pooled.version.tables] == [t.path for t in inline.version.tables]
+
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"no real data at {SHARED}")
+
+
+def test_non_utf8_bytes_are_quarantined(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes((HEADER + row(0)).encode() + f"{T0 + 9},A\xe9A,1.0,1,1\n".encode("latin-1"))
+    result = ingest([str(path)], str(tmp_path / "store"), opts(), progress=False)
+    (report,) = result.files
+    assert (report.rows_read, report.rows_stored, report.rows_quarantined) == (2, 1, 1)
+    assert report.rules == {"encoding": 1}
+
+
+def test_mixed_timezone_offsets_are_normalized_to_utc(tmp_path: Path) -> None:
+    body = HEADER + "2024-01-02T14:30:00Z,AAA,1.0,1,1\n2024-01-02T09:30:01-05:00,AAA,1.0,2,1\n"
+    path = _bad_csv(tmp_path, "tz.csv", body)
+    result = ingest([path], str(tmp_path / "store"), opts(), progress=False)
+    (t,) = result.version.tables_of("trades")
+    ts = result.version.read_table(t).column("ts_event").cast(pa.int64()).to_pylist()
+    assert ts == [1_704_205_800 * 10**9, 1_704_205_801 * 10**9]
+
+
+@pytest.mark.parametrize("damage", ["flipped", "truncated"])
+def test_corrupted_zst_raises_naming_the_file(tmp_path: Path, damage: str) -> None:
+    import zstandard
+
+    from ticktensor.errors import InputError
+
+    body = (HEADER + "".join(row(i) for i in range(2000))).encode()
+    data = zstandard.ZstdCompressor(write_checksum=True).compress(body)
+    half = len(data) // 2
+    broken = data[:half] + b"\x00garbage" + data[half + 8 :] if damage == "flipped" else data[:half]
+    path = tmp_path / "broken.csv.zst"
+    path.write_bytes(broken)
+    with pytest.raises(InputError, match=r"broken\.csv\.zst: cannot decompress zstd.*corrupt or"):
+        ingest([str(path)], str(tmp_path / "store"), opts(), progress=False)
+    assert Store.open(str(tmp_path / "store")).latest_version() == 0
+
+
+@needs_shared
+def test_dbn_with_the_wrong_schema_requested(tmp_path: Path) -> None:
+    from ticktensor.errors import ConfigError
+
+    src = str(SHARED / "dbn" / "GLBX.MDP3" / "test_data.mbo.dbn.zst")
+    with pytest.raises(ConfigError, match="mbo"):
+        ingest(
+            [src],
+            str(tmp_path / "store"),
+            IngestOptions(read=ReadOptions(kind=EventKind.TRADES), workers=1),
+            progress=False,
+        )
+
+
+@needs_shared
+def test_mbo_copies_across_files_are_duplicates_within_a_file_not(tmp_path: Path) -> None:
+    import shutil
+
+    src = SHARED / "dbn" / "esh4-glbx-mdp3-20231225.mbo.dbn.zst"
+    copy = tmp_path / "copy-of-esh4.mbo.dbn.zst"
+    shutil.copy(src, copy)
+    one = ingest([str(src)], str(tmp_path / "one"), IngestOptions(workers=1), progress=False)
+    # Identical fills of one order in one packet are real events: all rows are kept.
+    assert one.files[0].rows_stored == one.files[0].rows_read == 68_792
+    both = ingest(
+        [str(src), str(copy)], str(tmp_path / "two"), IngestOptions(workers=1), progress=False
+    )
+    # Inputs are taken in URL order: the first copy is kept, the later one is duplicate.
+    first, later = sorted(both.files, key=lambda f: f.file)
+    assert later.rows_quarantined == 68_792
+    assert later.rules == {"duplicate": 68_792}
+    assert first.rows_stored == 68_792
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("inputs", "extra", "kinds"),
+    [
+        (
+            [
+                "lobster/AMZN_2012-06-21_34200000_57600000_message_1.csv",
+                "lobster/AMZN_2012-06-21_34200000_57600000_orderbook_1.csv",
+            ],
+            {"read": ReadOptions(kind=EventKind.QUOTES)},
+            {"quotes"},
+        ),
+        (["tardis"], {}, {"trades", "quotes", "mbp10"}),
+        (
+            [
+                "dbn/futures_mbp-1_2024-07-01T23-58_2024-07-02T00-02.dbn.zst",
+                "dbn/futures_trades_2024-07-01T23-58_2024-07-02T00-02.dbn.zst",
+            ],
+            {},
+            {"quotes", "trades"},
+        ),
+    ],
+)
+def test_real_vendor_files_end_to_end(
+    tmp_path: Path, inputs: list[str], extra: dict[str, object], kinds: set[str]
+) -> None:
+    result = ingest(
+        [str(SHARED / i) for i in inputs],
+        str(tmp_path / "store"),
+        IngestOptions(workers=1, **extra),
+        progress=False,
+    )  # type: ignore[arg-type]
+    assert all(f.rows_read == f.rows_stored + f.rows_quarantined for f in result.files)
+    assert {t.kind for t in result.version.tables} - {"quarantine"} == kinds
+    assert result.version.segments, result.notes
+    Store.open(str(tmp_path / "store")).verify()

@@ -11,7 +11,7 @@ import fsspec
 import pytest
 import zstandard
 
-from ticktensor.errors import ConfigError
+from ticktensor.errors import ConfigError, InputError
 from ticktensor.ingest._sources import Input, expand_inputs
 
 PAYLOAD = b"ts,px\n" + b"".join(b"%d,%d.5\n" % (i, i) for i in range(20_000))
@@ -74,10 +74,10 @@ def test_decompress_and_hash_raw_bytes_even_when_stopping_early(
     assert source.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_corrupt_archive_head_is_a_config_error(tmp_path: Path) -> None:
+def test_corrupt_archive_head_is_an_input_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv.gz"
     path.write_bytes(b"not gzip at all")
     [source] = expand_inputs([str(path)])
     assert isinstance(source, Input)
-    with pytest.raises(ConfigError, match=r"bad\.csv\.gz"):
+    with pytest.raises(InputError, match=r"bad\.csv\.gz: cannot decompress gzip"):
         source.head()
