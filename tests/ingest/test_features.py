@@ -653,9 +653,10 @@ def test_stats_use_only_the_period(
     ts = np.arange(n, dtype=np.int64) * 10
     values = np.array(data).reshape(n, 1).repeat(2, axis=1)
     values[::3, 1] = np.nan  # skipped per feature
-    start, end = period[0] * 10, period[0] * 10 + period[1] * 10
+    first = period[0] % n  # the period always holds at least row `first`
+    start, end = first * 10, first * 10 + period[1] * 10
     inside = (ts >= start) & (ts < end)
-    assume(inside.any())
+    assert inside.any()
     acc = FeatureStatsAccumulator(("a", "b"), (start, end))
     cuts = sorted({0, n, *(min(s, n) for s in splits)})
     parts = []
