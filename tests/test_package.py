@@ -20,6 +20,8 @@ PUBLIC_MODULES = [
     "ticktensor.schemas",
     "ticktensor.store",
     "ticktensor.ingest",
+    "ticktensor.ingest.readers",
+    "ticktensor.loaders",
     "ticktensor.cli",
 ]
 BARE = ("schemas", "ingest", "loaders", "store")
