@@ -5,18 +5,23 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
-from ticktensor.ingest.readers._base import REJECT_SCHEMA, EventBatch, Reader, ReadOptions
+from ticktensor.ingest.readers._base import EventBatch, Reader, ReadOptions
+from ticktensor.ingest.readers._text import (
+    Lines,
+    parse_numbers,
+    reject,
+    rejects_table,
+    split_lines,
+)
 from ticktensor.schemas import MBP_DEPTH, EventKind
 from ticktensor.schemas._conform import cast_columns
 
@@ -33,130 +38,6 @@ _DUMMY = 9999999999
 _NEW_YORK = ZoneInfo("America/New_York")
 #: LOBSTER event type -> canonical action (7, a trading halt, has none: "H" is quarantined).
 _ACTIONS = np.array(["", "A", "C", "C", "F", "F", "T", "H"], dtype=object)
-
-
-@dataclass
-class _Lines:
-    """Decoded fields of one block of text lines, with where each row came from."""
-
-    columns: dict[str, pa.Array]
-    rows: npt.NDArray[np.int64]
-    raw: pa.Array
-    rejects: list[dict[str, Any]] = field(default_factory=list)
-
-    def take(self, keep: npt.NDArray[np.bool_]) -> _Lines:
-        mask = pa.array(keep)
-        columns = {k: v.filter(mask) for k, v in self.columns.items()}
-        return _Lines(columns, self.rows[keep], self.raw.filter(mask), self.rejects)
-
-
-def _reject(
-    url: str, row: int, column: str | None, value: str, raw: str, why: str
-) -> dict[str, Any]:
-    where = f"column {column} value {value!r}" if column else f"line {raw!r}"
-    message = f"{url} row {row}: {where}: {why} (rule: unparseable)"
-    return {"row": row, "column": column, "value": value, "rule": "unparseable"} | {
-        "message": message,
-        "raw": raw,
-    }
-
-
-def _field_count(url: str, row: int, raw: str, actual: int, expected: int) -> dict[str, Any]:
-    message = f"{url} row {row}: expected {expected} fields, got {actual} (rule: field_count)"
-    return {"row": row, "column": None, "value": None, "rule": "field_count"} | {
-        "message": message,
-        "raw": raw,
-    }
-
-
-def _split_lines(
-    stream: IO[bytes], names: tuple[str, ...], batch_rows: int, url: str, skip: int = 0
-) -> Iterator[_Lines]:
-    """Stream a delimited text file as string columns, about ``batch_rows`` lines at a time.
-
-    Vectorized with Arrow kernels (no per-line Python). Lines with the wrong number of
-    fields become rejects; blank lines are skipped. Rows are numbered from 1 after the
-    ``skip`` header lines.
-    """
-    for _ in range(skip):
-        stream.readline()
-    width, row, pending = len(names), 1, b""
-    block_bytes = 64 * batch_rows
-    while True:
-        chunk = stream.read(block_bytes)
-        buf = pending + chunk
-        cut = buf.rfind(b"\n") + 1 if chunk else len(buf)
-        pending, buf = buf[cut:], buf[:cut]
-        if buf:
-            text = buf.decode("utf-8", "replace").rstrip("\n")
-            lines = pc.utf8_rtrim(pc.split_pattern(pa.array([text]), "\n").flatten(), "\r")
-            rows = np.arange(row, row + len(lines), dtype=np.int64)
-            row += len(lines)
-            counts = pc.add(pc.count_substring(lines, ","), 1).to_numpy(zero_copy_only=False)
-            blank = pc.equal(pc.utf8_length(lines), 0).to_numpy(zero_copy_only=False)
-            good = (counts == width) & ~blank
-            wrong = np.flatnonzero(~good & ~blank)
-            rejects = [
-                _field_count(url, int(rows[i]), str(lines[i]), int(counts[i]), width) for i in wrong
-            ]
-            kept = lines.filter(pa.array(good))
-            flat = pc.split_pattern(kept, ",").flatten()
-            n = len(kept)
-            take = [pa.array(np.arange(j, n * width, width)) for j in range(width)]
-            columns = {name: flat.take(take[j]) for j, name in enumerate(names)}
-            yield from _batches(_Lines(columns, rows[good], kept, rejects), batch_rows)
-            if n and len(lines):  # adapt the block size to the observed line length
-                block_bytes = max(256, int(len(buf) / len(lines) * batch_rows))
-        if not chunk:
-            return
-
-
-def _batches(lines: _Lines, batch_rows: int) -> Iterator[_Lines]:
-    if len(lines.rows) <= batch_rows:
-        yield lines
-        return
-    for start in range(0, len(lines.rows), batch_rows):
-        keep = np.zeros(len(lines.rows), dtype=bool)
-        keep[start : start + batch_rows] = True
-        part = lines.take(keep)
-        part.rejects = lines.rejects if start == 0 else []
-        yield part
-
-
-def _parse_numbers(
-    lines: _Lines, types: dict[str, pa.DataType], url: str, *, empty_null: bool = False
-) -> _Lines:
-    """Cast string columns to numbers; rows with an unparseable value become rejects.
-
-    With ``empty_null`` an empty field is a null, otherwise it is unparseable.
-    """
-    bad = np.zeros(len(lines.rows), dtype=bool)
-    out = dict(lines.columns)
-    for name, type_ in types.items():
-        column = pc.utf8_trim_whitespace(lines.columns[name])
-        if empty_null:
-            column = pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
-        try:
-            out[name] = pc.cast(column, type_)
-            continue
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-        for i, value in enumerate(column.to_pylist()):  # rare path: find the culprits
-            try:
-                pc.cast(pa.array([value], pa.string()), type_)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                if not bad[i]:
-                    raw = str(lines.raw[i])
-                    why = f"is not a {type_} number"
-                    lines.rejects.append(_reject(url, int(lines.rows[i]), name, value, raw, why))
-                bad[i] = True
-        out[name] = pc.cast(pc.if_else(pa.array(bad), pa.scalar("0"), column), type_)
-    parsed = _Lines(out, lines.rows, lines.raw, lines.rejects)
-    return parsed.take(~bad) if bad.any() else parsed
-
-
-def _rejects_table(rejects: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA)
 
 
 def _is_header(line: bytes) -> bool:
@@ -218,10 +99,10 @@ class LobsterReader(Reader):
             levels = min(fields // 4, MBP_DEPTH if kind is EventKind.MBP10 else 1)
         with source.open() as stream:
             skip = int(_is_header(source.head(4096).split(b"\n", 1)[0]))
-            messages = _split_lines(stream, _MESSAGE, options.batch_rows, source.url, skip)
+            messages = split_lines(stream, _MESSAGE, options.batch_rows, source.url, skip)
             if book is None:
                 for lines in messages:
-                    parsed = _parse_numbers(lines, _TYPES, source.url)
+                    parsed = parse_numbers(lines, _TYPES, source.url)
                     yield self._batch(parsed, kind, base_ns, symbol, None, levels)
                 return
             yield from self._with_book(
@@ -241,7 +122,7 @@ class LobsterReader(Reader):
 
     def _with_book(
         self,
-        messages: Iterator[_Lines],
+        messages: Iterator[Lines],
         url: str,
         book: Input,
         kind: EventKind,
@@ -254,22 +135,22 @@ class LobsterReader(Reader):
         names = tuple(f"c{i}" for i in range(width))
         with book.open() as stream:
             skip = int(_is_header(book.head(4096).split(b"\n", 1)[0]))
-            books = _split_lines(stream, names, options.batch_rows, book.url, skip)
-            held: list[_Lines] = []
+            books = split_lines(stream, names, options.batch_rows, book.url, skip)
+            held: list[Lines] = []
             for lines in messages:
-                msg = _parse_numbers(lines, _TYPES, url)
+                msg = parse_numbers(lines, _TYPES, url)
                 last = int(msg.rows[-1]) if len(msg.rows) else 0
                 while not held or int(held[-1].rows[-1] if len(held[-1].rows) else 0) < last:
                     nxt = next(books, None)
                     if nxt is None:
                         break
-                    held.append(_parse_numbers(nxt, dict.fromkeys(names, pa.int64()), book.url))
+                    held.append(parse_numbers(nxt, dict.fromkeys(names, pa.int64()), book.url))
                 pool = _concat(held, names)
                 found = np.isin(msg.rows, pool.rows)
                 for i in np.flatnonzero(~found):
                     why = f"has no matching row in {book.url}"
                     row = int(msg.rows[i])
-                    msg.rejects.append(_reject(url, row, None, "", str(msg.raw[i]), why))
+                    msg.rejects.append(reject(url, row, None, "", str(msg.raw[i]), why))
                 msg = msg.take(found)
                 aligned = pool.take(np.isin(pool.rows, msg.rows))
                 msg.rejects.extend(pool.rejects)
@@ -279,11 +160,11 @@ class LobsterReader(Reader):
 
     def _batch(
         self,
-        msg: _Lines,
+        msg: Lines,
         kind: EventKind,
         base_ns: int,
         symbol: str,
-        book: _Lines | None,
+        book: Lines | None,
         levels: int,
     ) -> EventBatch:
         c = msg.columns
@@ -327,14 +208,14 @@ class LobsterReader(Reader):
                     sizes = sz.cast(pa.float64())
                     cols[f"{side}_sz{suffix}"] = pc.if_else(prices.is_null(), None, sizes)
         table = cast_columns(pa.table(cols), kind)
-        return EventBatch(kind, table, rows, raw, _rejects_table(msg.rejects))
+        return EventBatch(kind, table, rows, raw, rejects_table(msg.rejects))
 
 
-def _concat(parts: list[_Lines], names: tuple[str, ...]) -> _Lines:
+def _concat(parts: list[Lines], names: tuple[str, ...]) -> Lines:
     if not parts:
         empty = pa.array([], pa.string())
-        return _Lines(dict.fromkeys(names, empty), np.empty(0, np.int64), empty)
+        return Lines(dict.fromkeys(names, empty), np.empty(0, np.int64), empty)
     columns = {k: pa.concat_arrays([p.columns[k] for p in parts]) for k in names}
     rows = np.concatenate([p.rows for p in parts])
     raw = pa.concat_arrays([p.raw for p in parts])
-    return _Lines(columns, rows, raw, [r for p in parts for r in p.rejects])
+    return Lines(columns, rows, raw, [r for p in parts for r in p.rejects])

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
 from ticktensor.ingest.readers._base import EventBatch, Reader, ReadOptions
-from ticktensor.ingest.readers.lobster import _Lines, _parse_numbers, _rejects_table, _split_lines
+from ticktensor.ingest.readers._text import Lines, parse_numbers, rejects_table, split_lines
 from ticktensor.schemas import MBP_DEPTH, EventKind
 from ticktensor.schemas._conform import cast_columns
 
@@ -128,16 +128,16 @@ class TardisReader(Reader):
         loading: dict[str, bool] = {}  # symbol -> inside a snapshot
         with source.open() as stream:
             names = tuple(header)
-            for lines in _split_lines(stream, names, options.batch_rows, source.url, skip=1):
-                parsed = _parse_numbers(lines, numbers, source.url, empty_null=True)
+            for lines in split_lines(stream, names, options.batch_rows, source.url, skip=1):
+                parsed = parse_numbers(lines, numbers, source.url, empty_null=True)
                 cols = self._columns(parsed, dataset, kind, books, loading)
                 table = cast_columns(pa.table(cols), kind)
-                rejects = _rejects_table(parsed.rejects)
+                rejects = rejects_table(parsed.rejects)
                 yield EventBatch(kind, table, parsed.rows, parsed.raw, rejects)
 
     def _columns(
         self,
-        lines: _Lines,
+        lines: Lines,
         dataset: str,
         kind: EventKind,
         books: dict[str, _Book],
@@ -170,7 +170,7 @@ class TardisReader(Reader):
 
     @staticmethod
     def _rebuild(
-        lines: _Lines, kind: EventKind, books: dict[str, _Book], loading: dict[str, bool]
+        lines: Lines, kind: EventKind, books: dict[str, _Book], loading: dict[str, bool]
     ) -> dict[str, Any]:
         """Apply each L2 update to its symbol's book; the top levels after each update."""
         c = lines.columns
