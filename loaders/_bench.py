@@ -9,7 +9,6 @@ import os
 import platform
 import shlex
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -407,9 +406,12 @@ def write_json(rows: Sequence[BenchRow], path: Path) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the benchmark the parsed options describe (and write ``--json``)."""
-    command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
-    print(f"# command: {command}")
-    rows = run(config_from_args(args))
+    config = config_from_args(args)
+    options = [f"--{name.replace('_', '-')}={getattr(config, name)}" for name in _OPTIONS]
+    if args.json is not None:
+        options.append(f"--json={args.json}")
+    print(f"# command (every option spelled out): ticktensor bench loader {shlex.join(options)}")
+    rows = run(config)
     if args.json is not None:
         write_json(rows, args.json)
         print(f"# rows written to {args.json}")
