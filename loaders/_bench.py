@@ -235,6 +235,22 @@ def numpy_method(ds: WindowDataset, config: LoaderBench, order: npt.NDArray[np.i
     return _timed(endless, config.seconds)
 
 
+def get_batch_method(
+    ds: WindowDataset, config: LoaderBench, order: npt.NDArray[np.int64]
+) -> Measure:
+    """``WindowDataset.get_batch`` in a bare loop on this thread: the loader without a loader."""
+    x = np.empty((config.batch, ds.window, ds.n_features), dtype=np.float32)
+    y = np.empty((config.batch, ds.n_labels), dtype=np.float32)
+
+    def endless(rep: int) -> Iterator[int]:
+        while True:
+            for first in range(0, order.shape[0] - config.batch + 1, config.batch):
+                ds.get_batch(order[first : first + config.batch], out=x, labels_out=y)
+                yield config.batch
+
+    return _timed(endless, config.seconds)
+
+
 def memcpy_gbps(mib: int) -> float:
     """Best of a few large ``np.copyto`` (bytes copied per second): the bandwidth ceiling."""
     src = np.ones(mib * 2**20 // 4, dtype=np.float32)
@@ -353,6 +369,7 @@ def run(config: LoaderBench, say: Callable[[str], None] = print) -> list[BenchRo
         "torch_mmap_w0": torch_method(mmap, config, 0),
         "torch_mmap_w2": torch_method(mmap, config, 2),
         "numpy_gather": numpy_method(ds, config, order),
+        "get_batch_loop": get_batch_method(ds, config, order),
     }
     samples: dict[str, _Samples] = {name: _Samples() for name in [*methods, "memcpy"]}
     for rep in range(config.repeats):
@@ -394,10 +411,12 @@ def report(rows: Sequence[BenchRow]) -> str:
         first = "" if r.first_batch_s is None else f"{r.first_batch_s:.3f}"
         shown = f"({r.samples_per_s:,.0f})" if r.name == "memcpy" else f"{r.samples_per_s:,.0f}"
         lines.append(f"{r.name:<16}{shown:>14}{r.gb_per_s:>8.2f}{first:>15}{r.peak_rss_mb:>13,.0f}")
-    lines.append("(memcpy: np.copyto bandwidth, shown as the samples/s it would carry)")
+    lines.append("(memcpy: np.copyto bandwidth, shown as the samples/s it would carry;")
+    lines.append(" get_batch_loop: the dataset's native gather in a bare loop, no loader)")
     by = {r.name: r for r in rows}
     tt = by["ticktensor"]
     goals = {"torch_mmap_w0": 8.0, "torch_mmap_w2": 8.0, "numpy_gather": 0.8, "memcpy": None}
+    goals |= {"get_batch_loop": None}
     lines.append("")
     for name, goal in goals.items():
         ratio = tt.samples_per_s / by[name].samples_per_s
