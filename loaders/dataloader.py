@@ -156,14 +156,14 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
                 in_order=in_order,
             )
             return
-        assert batch_size is not None  # for mypy: checked by self.fast
-        self._check_fast(batch_size, num_workers, timeout, prefetch_factor, prefetch)
+        self.batch_size = self._check_fast(
+            batch_size, num_workers, timeout, prefetch_factor, prefetch
+        )
         if seed is None:
             seed = int(generator.initial_seed()) if generator is not None else 0
         if order is not None and not isinstance(order, Order):
             raise ConfigError(f"order: expected an Order, got {type(order).__name__}")
         self.order: Order = order or (UniformOrder(seed) if shuffle else SequentialOrder())
-        self.batch_size = int(batch_size)
         self.rank, self.world_size = world_from_env(rank, world_size)
         self.drop_last = bool(drop_last)
         self.pad = self.world_size > 1 if pad is None else bool(pad)
@@ -182,18 +182,18 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         self._orders.prefetch(self._state.epoch)  # overlaps the caller's own setup
         weakref.finalize(self, self._orders.close)
         self._generation = 0
-        self._current: weakref.ref[_FastIterator] | None = None
         self._last: weakref.ref[Prefetcher] | None = None  # weak: it owns the thread
         self._last_stats: PrefetchStats | None = None
 
     @staticmethod
     def _check_fast(
-        batch_size: int,
+        batch_size: int | None,
         num_workers: int,
         timeout: float,
         prefetch_factor: int | None,
         prefetch: int | None,
-    ) -> None:
+    ) -> int:
+        """Validate the fast path's numbers; returns the batch size."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
         if num_workers < 0:
@@ -203,6 +203,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         for name, value in (("prefetch_factor", prefetch_factor), ("prefetch", prefetch)):
             if value is not None and (isinstance(value, bool) or value < 1):
                 raise ConfigError(f"{name}: expected an integer >= 1, got {value!r}")
+        return int(batch_size)
 
     # -- the torch path ------------------------------------------------------------------
 
@@ -251,7 +252,6 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
         )
         iterator = _FastIterator(self, self._generation, plan, prefetcher)
-        self._current = weakref.ref(iterator)
         self._last = weakref.ref(prefetcher)
         self._last_stats = prefetcher.stats
         return iterator
