@@ -92,7 +92,18 @@ def _duplicates(table: pa.Table, kind: EventKind) -> npt.NDArray[np.bool_]:
     there identical rows are real events and only a copy from another file (overlapping
     downloads) is a duplicate.
     """
-    df = cast(pl.DataFrame, pl.from_arrow(table))
+    # Rows are sorted by time and duplicates share ts_event: only rows in runs of equal
+    # timestamps can be duplicates, usually a small fraction, so hash only those.
+    ts = table.column("ts_event").cast(pa.int64()).to_numpy()
+    same = ts[1:] == ts[:-1]
+    candidate = np.zeros(len(ts), dtype=bool)
+    candidate[1:] |= same
+    candidate[:-1] |= same
+    flags_all = np.zeros(len(ts), dtype=bool)
+    if not candidate.any():
+        return flags_all
+    idx = np.flatnonzero(candidate)
+    df = cast(pl.DataFrame, pl.from_arrow(table.take(pa.array(idx))))
     canonical = [c for c in df.columns if c not in _EXTRA]
     if kind is EventKind.MBO:
         first_source = pl.col("_source").first().over(canonical)
@@ -100,10 +111,16 @@ def _duplicates(table: pa.Table, kind: EventKind) -> npt.NDArray[np.bool_]:
     else:
         first = df.select(pl.struct(canonical).is_first_distinct().alias("first"))["first"]
         flags = ~first
-    return cast("npt.NDArray[np.bool_]", flags.to_numpy())
+    flags_all[idx] = flags.to_numpy()
+    return flags_all
 
 
 def _sorted(table: pa.Table) -> pa.Table:
+    ts = table.column("ts_event").cast(pa.int64()).to_numpy()
+    rows = table.column("_row").to_numpy()
+    single_source = pc.count_distinct(table.column("_source")).as_py() <= 1
+    if single_source and np.all((np.diff(ts) > 0) | ((np.diff(ts) == 0) & (np.diff(rows) > 0))):
+        return table  # one file, already in (time, row) order: the usual case
     order = pc.sort_indices(
         table, [("ts_event", "ascending"), ("_source", "ascending"), ("_row", "ascending")]
     )
@@ -135,10 +152,11 @@ def assemble(task: AssembleTask) -> AssembleResult:
                 _quarantine.raise_first(q)
             dup_tables.append(q)
             table = table.filter(pa.array(~dup))
-        out.stored.update(table.column("_source").to_pylist())
+        counts = pc.value_counts(table.column("_source")).to_pylist()
+        out.stored.update({c["values"]: c["counts"] for c in counts})
         clean = table.drop_columns(_EXTRA)
         events[kind] = clean
-        used = sorted(set(table.column("_source").to_pylist()))
+        used = sorted(c["values"] for c in counts)
         out.tables.append(
             store.write_table(
                 kind=kind.value,

@@ -108,22 +108,29 @@ def _write_parts(
     """Split by (symbol, UTC day) and stage each piece."""
     if table.num_rows == 0:
         return []
-    table = table.append_column(
-        "_source", pa.array([task.source.url] * table.num_rows, pa.string()).dictionary_encode()
+    source = pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(table.num_rows, dtype=np.int32)), pa.array([task.source.url])
     )
+    table = table.append_column("_source", source)
     ts = table.column("ts_event").cast(pa.int64()).to_numpy()
     days = ts // DAY_NS
     symbols = table.column("symbol").combine_chunks().dictionary_encode()
     sym_idx = symbols.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     names = symbols.dictionary.to_pylist()
     key = (days - days.min()) * len(names) + sym_idx
-    order = np.argsort(key, kind="stable")
-    bounds = np.flatnonzero(np.diff(key[order])) + 1
+    if np.all(key[1:] == key[:-1]):
+        order = None  # one (symbol, day): no reordering needed
+        bounds = np.array([], dtype=np.int64)
+    else:
+        order = np.argsort(key, kind="stable")
+        table = table.take(pa.array(order))  # one gather, then zero-copy slices
+        bounds = np.flatnonzero(np.diff(key[order])) + 1
     out = []
-    for piece in np.split(order, bounds):
-        first = piece[0]
+    starts = [0, *bounds.tolist()]
+    ends = [*bounds.tolist(), table.num_rows]
+    for lo, hi in zip(starts, ends, strict=True):
+        first = lo if order is None else int(order[lo])
         symbol, session = names[sym_idx[first]], session_of(int(days[first]))
-        part = table.take(pa.array(piece))
-        rel = task.staging.write_part(kind, symbol, session, tag, part)
+        rel = task.staging.write_part(kind, symbol, session, tag, table.slice(lo, hi - lo))
         out.append((symbol, session, kind, rel))
     return out

@@ -95,12 +95,12 @@ class Location:
     def makedirs(self, rel: str) -> None:
         self.fs.makedirs(self.path(rel), exist_ok=True)
 
-    def write_atomic(self, rel: str, data: bytes) -> None:
+    def write_atomic(self, rel: str, data: bytes, *, durable: bool = True) -> None:
         """Write ``data`` to ``rel`` so that readers see the old or the new bytes, never a mix.
 
-        Local files are written to a temporary sibling, flushed to disk and renamed
-        over the target (POSIX rename is atomic). Object stores publish a single PUT
-        atomically, which is what ``pipe_file`` does.
+        Local files are written to a temporary sibling, flushed to disk (unless
+        ``durable=False``, for scratch files) and renamed over the target (POSIX rename
+        is atomic). Object stores publish a single PUT atomically (``pipe_file``).
         """
         if not self.is_local:
             self.fs.pipe_file(self.path(rel), data)
@@ -112,12 +112,14 @@ class Location:
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    os.fsync(f.fileno())
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        _fsync_dir(os.path.dirname(target))
+        if durable:
+            _fsync_dir(os.path.dirname(target))
 
     @contextlib.contextmanager
     def lock(self, rel: str) -> Iterator[None]:

@@ -257,6 +257,13 @@ def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
         ns = pc.round(pc.multiply(pc.cast(source, pa.float64()), float(_UNIT_NS[fmt.ts_unit])))
         return pc.cast(pc.cast(ns, pa.int64()), _TS), None, reason
     text = pc.cast(source.combine_chunks(), pa.string())
+    if fmt.ts_format is None:
+        try:  # the common case, integer epoch units, without the regex path below
+            whole = pc.cast(text, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        else:
+            return pc.cast(pc.multiply_checked(whole, _UNIT_NS[fmt.ts_unit]), _TS), None, reason
     if fmt.ts_format is not None:
         parsed = _strptime(text, fmt.ts_format)
         reason = f"does not match the time format {fmt.ts_format!r}"
