@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from ticktensor.ingest import _quarantine
 from ticktensor.ingest._feature_rows import CLOCK_INPUTS
 from ticktensor.ingest._staging import Staging
-from ticktensor.schemas import EventKind, FeatureSpec
+from ticktensor.schemas import EventKind, FeatureSpec, conform
 from ticktensor.store import Layout, SegmentRecord, SourceFile, Store, TableRecord
 
 __all__ = ["AssembleResult", "AssembleTask", "StatsPartial", "assemble"]
@@ -115,6 +115,15 @@ def _duplicates(table: pa.Table, kind: EventKind) -> npt.NDArray[np.bool_]:
     return flags_all
 
 
+def conform_with_extra(table: pa.Table, kind: EventKind) -> pa.Table:
+    """The canonical schema (staging leaves out all-null columns) plus ``_source``/``_row``."""
+    extra = [table.column(c) for c in _EXTRA]
+    canonical = conform(table.drop_columns(_EXTRA), kind)
+    for name, col in zip(_EXTRA, extra, strict=True):
+        canonical = canonical.append_column(name, col)
+    return canonical
+
+
 def _sorted(table: pa.Table) -> pa.Table:
     ts = table.column("ts_event").cast(pa.int64()).to_numpy()
     rows = table.column("_row").to_numpy()
@@ -136,7 +145,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
     events: dict[EventKind, pa.Table] = {}
     dup_tables = []
     for kind, rels in sorted(task.parts.items()):
-        table = task.staging.read(rels)
+        table = conform_with_extra(task.staging.read(rels), kind)
         table = _sorted(
             table.set_column(
                 table.schema.get_field_index("_source"),

@@ -108,6 +108,12 @@ def _write_parts(
     """Split by (symbol, UTC day) and stage each piece."""
     if table.num_rows == 0:
         return []
+    empty = [
+        c
+        for c, col in zip(table.column_names, table.columns, strict=True)
+        if col.null_count == len(col)
+    ]
+    table = table.drop_columns(empty)  # cheaper to reorder; assemble restores them
     source = pa.DictionaryArray.from_arrays(
         pa.array(np.zeros(table.num_rows, dtype=np.int32)), pa.array([task.source.url])
     )

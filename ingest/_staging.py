@@ -42,11 +42,16 @@ class Staging:
             f"{self.root}/parts/{safe_component(symbol)}/{safe_component(session)}/"
             f"{kind.value}/{tag}.arrow"
         )
-        # Uncompressed Arrow IPC: parts live for one job, so encoding speed beats size.
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_file(sink, table.schema) as writer:
+        # Uncompressed Arrow IPC streamed to the file: parts live for one job, so encoding
+        # speed beats size. All-null columns are left out (assemble restores the schema).
+        empty = [
+            c
+            for c, col in zip(table.column_names, table.columns, strict=True)
+            if col.null_count == len(col) and len(col)
+        ]
+        table = table.drop_columns(empty)
+        with self.location.open_atomic(rel) as f, pa.ipc.new_file(f, table.schema) as writer:
             writer.write_table(table)
-        self.location.write_atomic(rel, sink.getvalue().to_pybytes(), durable=False)
         return rel
 
     def write_quarantine(self, tag: str, table: pa.Table) -> str:

@@ -122,6 +122,28 @@ class Location:
             _fsync_dir(os.path.dirname(target))
 
     @contextlib.contextmanager
+    def open_atomic(self, rel: str) -> Iterator[Any]:
+        """A binary file to stream into; it appears at ``rel`` whole, or not at all.
+
+        For scratch data (no fsync): local files are renamed into place on success,
+        object stores publish the upload when it is closed.
+        """
+        target = self.path(rel)
+        if not self.is_local:
+            with self.fs.open(target, "wb") as f:
+                yield f
+            return
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = f"{target}.tmp-{uuid.uuid4().hex}"
+        try:
+            with open(tmp, "wb") as f:
+                yield f
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    @contextlib.contextmanager
     def lock(self, rel: str) -> Iterator[None]:
         """Serialize writers on a local store with an exclusive ``flock``.
 
