@@ -27,7 +27,7 @@ T0 = 1_704_205_800_000_000_000  # 2024-01-02 14:30 UTC
 
 
 def generate(path: Path, rows: int, symbols: int, days: int, seed: int = 0) -> None:
-    """A trades CSV: ts_event (ns), symbol, price, size, side; sorted by time per day."""
+    """A trades CSV: ts_event (ns), symbol, price, size, side; in time order, as vendors ship."""
     rng = np.random.default_rng(seed)
     per_day = rows // days
     with pacsv.CSVWriter(
@@ -47,9 +47,10 @@ def generate(path: Path, rows: int, symbols: int, days: int, seed: int = 0) -> N
         for day in range(days):
             n_day = per_day if day < days - 1 else rows - written
             start = T0 + day * 86_400 * 10**9
+            day_ts = start + np.sort(rng.integers(0, 6 * 3600 * 10**9, n_day))  # time order
             for lo in range(0, n_day, 1_000_000):
                 n = min(1_000_000, n_day - lo)
-                ts = start + np.sort(rng.integers(0, 6 * 3600 * 10**9, n))
+                ts = day_ts[lo : lo + n]
                 sym = rng.integers(0, symbols, n)
                 price = np.round(100 + np.cumsum(rng.normal(0, 0.01, n)), 2) + sym
                 writer.write_table(
@@ -167,7 +168,7 @@ def main() -> None:
         child(args.child, args.csv, args.out, args.workers)
         return
     args.work.mkdir(parents=True, exist_ok=True)
-    csv = args.work / f"trades-{args.rows}.csv"
+    csv = args.work / f"trades-{args.rows}-v2.csv"
     if not csv.exists():
         t0 = time.perf_counter()
         generate(csv, args.rows, args.symbols, args.days)
