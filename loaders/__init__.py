@@ -1,5 +1,6 @@
 """Store -> batches: window datasets, sample orders, time splits, sharding and resumable state."""
 
+from .dataloader import DataLoader
 from .dataset import WindowDataset
 from .samplers import (
     BlockShuffleOrder,
@@ -15,6 +16,7 @@ from .splits import TimeSplit, time_splits, walk_forward
 __all__ = [
     "BlockShuffleOrder",
     "CrossSectionalOrder",
+    "DataLoader",
     "EpochState",
     "Order",
     "SequentialOrder",

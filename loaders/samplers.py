@@ -52,7 +52,7 @@ class UniformOrder:
     seed: int = 0
 
     def order(self, dataset: WindowDataset, epoch: int) -> Int64s:
-        return _rng(self.seed, epoch).permutation(len(dataset)).astype(np.int64)
+        return _rng(self.seed, epoch).permutation(len(dataset)).astype(np.int64, copy=False)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,9 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert "verified  version 2" in result.stdout
     assert "bit-identical" in result.stdout
     assert "symbols   2: SYNA, SYNB" in result.stdout
+    assert "ingested " in result.stdout
+    assert "same first batch: True" in result.stdout
+    assert "2 epochs of" in result.stdout
     return out
 
 
