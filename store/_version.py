@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -115,21 +114,10 @@ class StoreVersion:
         With ``verify=True`` the decoded arrays are hashed again and compared with the
         segment's content hash, so a reader can prove it got exactly what was written.
         """
-        if record.layout.get("codec") == "none" and self._location.is_local:
-            ts = self._read_raw(record, "ts", 0, np.dtype("<i8"), 0)
-            values = self._read_raw(
-                record, "values", len(record.feature_names), np.dtype("<f4"), np.nan
-            )
-            labels = (
-                self._read_raw(record, "labels", len(record.label_names), np.dtype("<f4"), np.nan)
-                if record.label_names
-                else None
-            )
-        else:
-            arrays = self.open_segment(record)
-            ts = np.asarray(arrays.ts[...], dtype=np.int64)
-            values = np.asarray(arrays.values[...], dtype=np.float32)
-            labels = None if arrays.labels is None else np.asarray(arrays.labels[...], np.float32)
+        arrays = self.open_segment(record)
+        ts = np.asarray(arrays.ts[...], dtype=np.int64)
+        values = np.asarray(arrays.values[...], dtype=np.float32)
+        labels = None if arrays.labels is None else np.asarray(arrays.labels[...], np.float32)
         if ts.shape[0] != record.rows:
             raise StoreCorruptError(
                 f"{self._location.display(record.path)}: {ts.shape[0]} rows stored, "
@@ -152,41 +140,6 @@ class StoreVersion:
                     f"{again[:16]} != recorded {record.content_hash[:16]}"
                 )
         return SegmentData(ts=ts, values=values, labels=labels)
-
-    def _read_raw(
-        self, record: SegmentRecord, name: str, cols: int, dtype: np.dtype[Any], fill: float
-    ) -> npt.NDArray[Any]:
-        """Read an uncompressed array straight from its chunk files (format v1 layout).
-
-        Chunk ``i`` of a ``none``-codec array is the raw little-endian C-order bytes of
-        rows ``[i*chunk_rows, (i+1)*chunk_rows)``. A chunk Zarr did not write (all fill
-        value) is absent from the manifest too; one the manifest lists must exist.
-        """
-        rows, chunk = record.rows, int(record.layout["chunk_rows"])
-        chunk = min(chunk, rows)
-        shape: tuple[int, ...] = (rows, cols) if cols else (rows,)
-        out = np.empty(shape, dtype=dtype)
-        per_chunk = chunk * (cols or 1)
-        for i in range(-(-rows // chunk)):
-            key = f"{name}/c/{i}/0" if cols else f"{name}/c/{i}"
-            lo, hi = i * chunk, min(rows, (i + 1) * chunk)
-            if key not in record.files:
-                out[lo:hi] = fill
-                continue
-            path = self._location.path(f"{record.path}/{key}")
-            try:
-                data = np.fromfile(path, dtype=dtype)
-            except FileNotFoundError:
-                raise StoreCorruptError(
-                    f"{path}: chunk listed in the manifest is missing"
-                ) from None
-            if data.size != per_chunk:
-                raise StoreCorruptError(
-                    f"{path}: {data.size * dtype.itemsize} bytes, expected "
-                    f"{per_chunk * dtype.itemsize} for an uncompressed chunk"
-                )
-            out[lo:hi] = data.reshape((chunk, cols) if cols else (chunk,))[: hi - lo]
-        return out
 
     def tables_of(self, kind: str) -> tuple[TableRecord, ...]:
         return tuple(t for t in self.tables if t.kind == kind)

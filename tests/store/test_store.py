@@ -10,7 +10,6 @@ import zarr
 
 from ticktensor.errors import (
     SchemaError,
-    StoreCorruptError,
     StoreError,
     StoreNotFoundError,
     VersionConflictError,
@@ -206,36 +205,3 @@ def test_event_tables_roundtrip(store_url: str) -> None:
         ).version
         == 1
     )
-
-
-@pytest.mark.parametrize(("rows", "chunk_rows"), [(250, 100), (100, 100), (7, 1000), (1, 1)])
-def test_raw_fast_read_equals_zarr(tmp_path: os.PathLike[str], rows: int, chunk_rows: int) -> None:
-    store = Store.create(str(tmp_path), layout=Layout(codec="none", chunk_rows=chunk_rows))
-    s = make_series("ES", 0, rows=rows)
-    labels = s.labels.copy()
-    labels[min(chunk_rows, rows) : 2 * chunk_rows] = np.nan  # a chunk zarr leaves unwritten
-    seg = store.write_segment(
-        symbol="ES",
-        session=s.session,
-        ts=s.ts,
-        values=s.values,
-        feature_names=FEATURES,
-        labels=labels,
-        label_names=LABELS,
-    )
-    v = store.commit(segments=[seg])
-    fast = v.read_segment(v.segments[0], verify=True)
-    arrays = v.open_segment(v.segments[0])
-    np.testing.assert_array_equal(fast.ts, arrays.ts[...])
-    np.testing.assert_array_equal(fast.values, arrays.values[...])
-    assert arrays.labels is not None
-    np.testing.assert_array_equal(fast.labels, arrays.labels[...])
-
-
-def test_raw_fast_read_names_a_missing_chunk(tmp_path: os.PathLike[str]) -> None:
-    store = Store.create(str(tmp_path), layout=Layout(codec="none", chunk_rows=100))
-    s = make_series("ES", 0, rows=250)
-    v = store.commit(segments=[write(store, s)])  # type: ignore[list-item]
-    os.unlink(os.path.join(str(tmp_path), v.segments[0].path, "values/c/1/0"))
-    with pytest.raises(StoreCorruptError, match="values/c/1/0: chunk listed in the manifest"):
-        v.read_segment(v.segments[0])
