@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ticktensor.errors import ConfigError
+from ticktensor.kernels import ThreadPool, random_permutation
 
 if TYPE_CHECKING:
     from .dataset import WindowDataset
@@ -43,7 +44,7 @@ def _rng(seed: int, epoch: int) -> np.random.Generator:
 
 @dataclass(frozen=True)
 class UniformOrder:
-    """A uniformly random permutation per epoch: ``default_rng([seed, epoch]).permutation``.
+    """A uniformly random permutation per epoch, determined by ``(seed, epoch)``.
 
     The best statistical shuffle and the worst for I/O: every sample may touch another
     chunk. Use it when sources are in RAM (a :class:`WindowDataset` always is).
@@ -52,7 +53,12 @@ class UniformOrder:
     seed: int = 0
 
     def order(self, dataset: WindowDataset, epoch: int) -> Int64s:
-        return _rng(self.seed, epoch).permutation(len(dataset)).astype(np.int64, copy=False)
+        # The native scatter shuffle: ~3x numpy's permutation on D1's 16 M samples, which
+        # is most of the time to a loader's first batch.
+        if self.seed < 0 or epoch < 0:
+            raise ConfigError(f"seed and epoch must be >= 0, got seed={self.seed}, epoch={epoch}")
+        pool = getattr(dataset, "pool", None) or ThreadPool(1)
+        return random_permutation(len(dataset), self.seed, epoch, pool=pool)
 
 
 @dataclass(frozen=True)

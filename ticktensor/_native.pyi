@@ -1,9 +1,11 @@
 """ticktensor's C++ core (private; use the Python facades)."""
 
 from collections.abc import Sequence
+from typing import Annotated
 
 import numpy
 import numpy.typing
+from numpy.typing import NDArray
 
 class ThreadPool:
     """
@@ -58,3 +60,14 @@ class WindowGather:
 
         Checks every sample before writing; releases the GIL while copying.
         """
+
+def random_permutation(
+    out: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+    seed: int,
+    stream: int,
+    pool: ThreadPool,
+) -> None:
+    """
+    Fill `out` (int64, 1-D, C-contiguous) with a uniformly random permutation of
+    range(len(out)), determined by (seed, stream) alone. The GIL is released.
+    """

@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from ticktensor import _native
 
-__all__ = ["ThreadPool", "WindowGather", "gather_windows"]
+__all__ = ["ThreadPool", "WindowGather", "gather_windows", "random_permutation"]
 
 
 class ThreadPool:
@@ -221,3 +221,31 @@ def _as_index_array(values: npt.ArrayLike, name: str) -> npt.NDArray[np.int64]:
             f"batch position {position}: {name} value {array[position]} is out of range"
         )
     return np.ascontiguousarray(array, dtype=np.int64)
+
+
+def random_permutation(
+    n: int, seed: int, stream: int = 0, *, pool: ThreadPool
+) -> npt.NDArray[np.int64]:
+    """A uniformly random permutation of ``range(n)``, determined by ``(seed, stream)``.
+
+    A cache-friendly scatter shuffle in C++ (indices drawn into ~32 Ki-sized buckets, then
+    a Fisher-Yates shuffle per bucket on ``pool``), several times faster than
+    ``numpy.random.Generator.permutation`` for millions of items. The result does not
+    depend on the pool's size.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = random_permutation(10, seed=1, pool=ThreadPool(1))
+    >>> sorted(p.tolist()) == list(range(10))
+    True
+    >>> bool(np.array_equal(p, random_permutation(10, seed=1, pool=ThreadPool(2))))
+    True
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if not 0 <= seed < 2**64 or not 0 <= stream < 2**64:
+        raise ValueError(f"seed and stream must be in [0, 2**64), got {seed} and {stream}")
+    out = np.empty(n, dtype=np.int64)
+    _native.random_permutation(out, seed, stream, pool._impl)
+    return out

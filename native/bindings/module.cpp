@@ -7,6 +7,7 @@ namespace ttpy {
 void bind_errors(nb::module_& m);
 void bind_thread_pool(nb::module_& m);
 void bind_gather(nb::module_& m);
+void bind_permutation(nb::module_& m);
 }  // namespace ttpy
 
 NB_MODULE(_native, m) {
@@ -14,4 +15,5 @@ NB_MODULE(_native, m) {
   ttpy::bind_errors(m);
   ttpy::bind_thread_pool(m);
   ttpy::bind_gather(m);
+  ttpy::bind_permutation(m);
 }

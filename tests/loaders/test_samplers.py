@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ticktensor.errors import ConfigError
-from ticktensor.kernels import ThreadPool
+from ticktensor.kernels import ThreadPool, random_permutation
 from ticktensor.loaders import (
     BlockShuffleOrder,
     CrossSectionalOrder,
@@ -79,10 +79,11 @@ def test_permutation_orders_visit_every_sample(order: Order) -> None:
     np.testing.assert_array_equal(np.sort(order.order(ds, 0)), np.arange(len(ds)))
 
 
-def test_uniform_is_numpy_permutation() -> None:
+def test_uniform_is_the_native_permutation_of_seed_and_epoch() -> None:
     ds = fake_dataset(symbols=2, rows=50, window=3, chunk_rows=8)
-    expected = np.random.default_rng([9, 2]).permutation(len(ds))
+    expected = random_permutation(len(ds), 9, 2, pool=ThreadPool(1))
     np.testing.assert_array_equal(UniformOrder(seed=9).order(ds, 2), expected)
+    assert not np.array_equal(UniformOrder(seed=9).order(ds, 3), expected)
     with pytest.raises(ConfigError, match="epoch"):
         UniformOrder().order(ds, -1)
 
