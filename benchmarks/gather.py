@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -23,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ticktensor.kernels import ThreadPool, WindowGather
+from ticktensor.loaders._bench import cpu_model
 
 Batch = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
@@ -45,16 +45,6 @@ def parse_args() -> argparse.Namespace:
     if args.rows < args.window:
         parser.error(f"--rows {args.rows} is shorter than --window {args.window}")
     return args
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def make_batches(args: argparse.Namespace, rng: np.random.Generator, count: int) -> list[Batch]:

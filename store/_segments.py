@@ -149,27 +149,9 @@ def write_segment(
         compressors=layout.compressors(8),
         dimension_names=["time"],
     )[...] = ts
-    group.create_array(
-        "values",
-        shape=(n, len(feature_names)),
-        chunks=(rows, len(feature_names)),
-        dtype="float32",
-        fill_value=float("nan"),
-        compressors=layout.compressors(4),
-        dimension_names=["time", "feature"],
-        attributes={"feature_names": list(feature_names)},
-    )[...] = values
+    _write_matrix(group, "values", values, feature_names, "feature", rows, layout)
     if label_names and labels is not None:
-        group.create_array(
-            "labels",
-            shape=(n, len(label_names)),
-            chunks=(rows, len(label_names)),
-            dtype="float32",
-            fill_value=float("nan"),
-            compressors=layout.compressors(4),
-            dimension_names=["time", "label"],
-            attributes={"label_names": list(label_names)},
-        )[...] = labels
+        _write_matrix(group, "labels", labels, label_names, "label", rows, layout)
     return SegmentRecord(
         symbol=symbol,
         session=session,
@@ -184,6 +166,28 @@ def write_segment(
         label_names=tuple(label_names),
         sources=tuple(sources),
     )
+
+
+def _write_matrix(
+    group: zarr.Group,
+    name: str,
+    data: npt.NDArray[np.float32],
+    columns: Sequence[str],
+    dimension: str,
+    rows: int,
+    layout: Layout,
+) -> None:
+    """A float32 ``[time, column]`` array chunked along time only, columns named."""
+    group.create_array(
+        name,
+        shape=(data.shape[0], len(columns)),
+        chunks=(rows, len(columns)),
+        dtype="float32",
+        fill_value=float("nan"),
+        compressors=layout.compressors(4),
+        dimension_names=["time", dimension],
+        attributes={f"{dimension}_names": list(columns)},
+    )[...] = data
 
 
 def hash_files(location: Location, rel: str) -> dict[str, FileEntry]:
