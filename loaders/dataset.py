@@ -14,6 +14,12 @@ from torch.utils.data import Dataset
 
 from ticktensor.errors import ConfigError
 from ticktensor.kernels import ThreadPool, WindowGather
+from ticktensor.loaders._index import (
+    feature_columns,
+    normalization,
+    select_runs,
+    valid_starts,
+)
 from ticktensor.store import SegmentRecord, StoreVersion
 
 __all__ = ["WindowDataset"]
@@ -107,10 +113,10 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         self.stride = int(stride)
         self.cross_gaps = bool(cross_gaps)
         self.normalize = bool(normalize)
-        self.feature_names, columns = _feature_columns(version, features)
+        self.feature_names, columns = feature_columns(version, features)
         self.label_names = tuple(version.label_names)
-        runs, phases = _select_runs(version, symbols, start, end, self.window, self.cross_gaps)
-        scale = _normalization(version, self.feature_names) if normalize else None
+        runs, phases = select_runs(version, symbols, start, end, self.window, self.cross_gaps)
+        scale = normalization(version, self.feature_names) if normalize else None
         self._build(runs, phases, columns, scale, start, end)
         self._pool = pool if pool is not None else ThreadPool(os.cpu_count() or 1)
         self._gather = WindowGather(self.sources, pool=self._pool)
@@ -147,7 +153,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
                     for d in datas
                 ]
             ).astype(np.float32, copy=False)
-            first, last = _valid_starts(ts, labels, self.window, self.stride, phase, start, end)
+            first, last = valid_starts(ts, labels, self.window, self.stride, phase, start, end)
             rows_per = np.array([rec.rows for rec in run], dtype=np.int64)
             chunk_rows = np.array([int(rec.layout["chunk_rows"]) for rec in run], np.int64)
             n_chunks = -(-rows_per // chunk_rows)
@@ -330,104 +336,3 @@ _SAMPLE_FIELDS: dict[str, type[np.generic]] = {
 def _check_positive(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ConfigError(f"{name}: expected an integer >= 1, got {value!r}")
-
-
-def _feature_columns(
-    version: StoreVersion, features: Sequence[str] | None
-) -> tuple[tuple[str, ...], Int64s | None]:
-    known = tuple(version.feature_names)
-    if features is None:
-        return known, None
-    if isinstance(features, str):
-        raise ConfigError(f"features: expected a sequence of names, got the string {features!r}")
-    wanted = tuple(features)
-    unknown = [f for f in wanted if f not in known]
-    if unknown:
-        raise ConfigError(f"unknown feature(s) {unknown}; the store has {list(known)}")
-    if len(set(wanted)) != len(wanted) or not wanted:
-        raise ConfigError(f"features must be distinct and non-empty, got {list(wanted)}")
-    return wanted, np.array([known.index(f) for f in wanted], dtype=np.int64)
-
-
-def _normalization(version: StoreVersion, names: tuple[str, ...]) -> tuple[Floats, Floats]:
-    stats = version.stats
-    if stats is None:
-        raise ConfigError(
-            f"normalize=True but store version {version.version} has no feature statistics"
-        )
-    missing = [n for n in names if n not in stats.names]
-    if missing:
-        raise ConfigError(f"normalize=True but the store's statistics lack {missing}")
-    pos = [stats.names.index(n) for n in names]
-    mean = np.array([stats.mean[p] for p in pos], dtype=np.float32)
-    std = np.array([stats.std[p] for p in pos], dtype=np.float32)
-    std = np.where(np.isfinite(std) & (std > 0), std, np.float32(1)).astype(np.float32)
-    return mean, std
-
-
-def _select_runs(
-    version: StoreVersion,
-    symbols: Sequence[str] | None,
-    start: int | None,
-    end: int | None,
-    window: int,
-    cross_gaps: bool,
-) -> tuple[list[list[SegmentRecord]], list[int]]:
-    """Group the segments to read into sources: one per segment, or per symbol when joined.
-
-    Also returns each source's phase: the rows of the symbol's series before it that were
-    left unread (joined series only), so the stride grid does not depend on the time filter.
-    """
-    if symbols is not None:
-        unknown = sorted(set(symbols) - set(version.symbols))
-        if unknown:
-            raise ConfigError(f"unknown symbol(s) {unknown}; the store has {list(version.symbols)}")
-    wanted = set(version.symbols if symbols is None else symbols)
-    runs: list[list[SegmentRecord]] = []
-    phases: list[int] = []
-    for symbol in sorted(wanted):
-        segs = sorted((s for s in version.segments if s.symbol == symbol), key=_time_key)
-        hits = [
-            i
-            for i, s in enumerate(segs)
-            if (start is None or s.ts_end >= start) and (end is None or s.ts_start < end)
-        ]
-        if not hits:
-            continue
-        if not cross_gaps:
-            runs.extend([segs[i]] for i in hits)
-            phases.extend(0 for _ in hits)
-            continue
-        lo, need = hits[0], window - 1
-        while lo > 0 and need > 0:  # earlier segments only feed the first windows' rows
-            lo -= 1
-            need -= segs[lo].rows
-        runs.append(segs[lo : hits[-1] + 1])
-        phases.append(sum(s.rows for s in segs[:lo]))
-    return runs, phases
-
-
-def _time_key(record: SegmentRecord) -> tuple[int, str]:
-    return (record.ts_start, record.session)
-
-
-def _valid_starts(
-    ts: Int64s,
-    labels: Floats,
-    window: int,
-    stride: int,
-    phase: int,
-    start: int | None,
-    end: int | None,
-) -> tuple[Int64s, Int64s]:
-    """First and last rows of the valid windows of one source whose row 0 is row ``phase``."""
-    first = np.arange(-phase % stride, max(ts.shape[0] - window + 1, 0), stride, dtype=np.int64)
-    last = first + (window - 1)
-    keep = np.ones(first.shape[0], dtype=bool)
-    if labels.shape[1]:
-        keep &= ~np.isnan(labels[last]).any(axis=1)
-    if start is not None:
-        keep &= ts[last] >= start
-    if end is not None:
-        keep &= ts[last] < end
-    return first[keep], last[keep]
