@@ -119,10 +119,11 @@ def plan_columns(
         elif not field.nullable:
             missing.append(name)
     if missing:
-        hint = " or pass a symbol" if "symbol" in missing else ""
+        hint = " (or give the symbol: --symbol / ReadOptions.symbol)" if "symbol" in missing else ""
         raise SchemaError(
             f"{source}: no column for required {kind.value} column(s) {missing}; map them "
-            f"with CsvFormat.columns{hint}. The file's columns are {list(available)}"
+            f"with --columns NAME=COLUMN,... (CsvFormat.columns){hint}. "
+            f"The file's columns are {list(available)}"
         )
     return ColumnPlan(kind, sources, constants, options)
 
