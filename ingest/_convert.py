@@ -128,7 +128,9 @@ def _write_parts(
         order = None  # one (symbol, day): no reordering needed
         bounds = np.array([], dtype=np.int64)
     else:
-        order = np.argsort(key, kind="stable")
+        # Few distinct keys: a 16-bit key lets numpy's stable sort run as a radix sort.
+        small = key.max() < 1 << 16
+        order = np.argsort(key.astype(np.uint16) if small else key, kind="stable")
         table = table.take(pa.array(order))  # one gather, then zero-copy slices
         bounds = np.flatnonzero(np.diff(key[order])) + 1
     out = []
