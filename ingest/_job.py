@@ -358,6 +358,8 @@ def _publish(
         if not parts:
             continue
         q = pa.concat_tables([p.cast(QUARANTINE_SCHEMA) for p in parts])
+        # Sorted, so the table (and its hash) does not depend on which task finished first.
+        q = q.sort_by([("row", "ascending"), ("rule", "ascending"), ("column", "ascending")])
         tables.append(
             store.write_table(
                 kind="quarantine",
