@@ -2,7 +2,7 @@
 
 Runs with no input files: a synthetic market (random-walk prices with a bid/ask spread
 and microstructure noise, Poisson-like arrivals, integer sizes) for several symbols and
-days is written as raw CSV files (trades gzip-compressed, quotes plain), then converted
+days is written as vendor files (trades as Databento DBN, quotes as CSV), then converted
 by the same job as ``ticktensor ingest``: one store version per day, the way a daily
 conversion job appends. Rerunning with the same options is a no-op.
 """
@@ -25,10 +25,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import zarr
+import zstandard
 
 from ticktensor.errors import ValidationError
 from ticktensor.ingest import SyntheticMarket, demo_feature_spec, generate_day
 from ticktensor.ingest._job import IngestOptions, ingest
+from ticktensor.ingest.dbn_writer import encode_dbn
 from ticktensor.kernels import ThreadPool, WindowGather
 from ticktensor.schemas import EventKind
 from ticktensor.store import Codec, Layout, Store, StoreVersion
@@ -61,24 +63,31 @@ def register(sub: Any) -> None:
 
 
 def _write_raw(market: SyntheticMarket, day: date, folder: Path) -> list[str]:
-    """One day of the market as vendor-style CSV files; returns their paths."""
+    """One day of the market as vendor files: quotes as CSV per symbol (gzip-compressed
+    for every other symbol), all trades as one zstd-compressed Databento DBN file."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for symbol in market.symbols:
+    paths, trades = [], []
+    for i, symbol in enumerate(market.symbols):
         tables = generate_day(market, symbol, day)
-        for kind, name in ((EventKind.TRADES, "trades.csv.gz"), (EventKind.QUOTES, "quotes.csv")):
-            table = tables[kind]
-            table = table.set_column(0, "ts_event", table.column("ts_event").cast(pa.int64()))
-            table = table.drop_columns(
-                [c for c in ("ts_recv", "trade_id") if c in table.column_names]
-            )
-            path = folder / f"{symbol}-{day.isoformat()}-{name}"
-            if not path.exists():
-                data = io.BytesIO()
-                pacsv.write_csv(table, data, pacsv.WriteOptions(quoting_style="needed"))
-                raw = data.getvalue()
-                path.write_bytes(gzip.compress(raw, 1) if name.endswith(".gz") else raw)
-            paths.append(str(path))
+        trades.append(tables[EventKind.TRADES])
+        quotes = tables[EventKind.QUOTES]
+        quotes = quotes.set_column(0, "ts_event", quotes.column("ts_event").cast(pa.int64()))
+        quotes = quotes.drop_columns([c for c in ("ts_recv",) if c in quotes.column_names])
+        name = f"{symbol}-{day.isoformat()}-quotes.csv" + (".gz" if i % 2 else "")
+        path = folder / name
+        if not path.exists():
+            data = io.BytesIO()
+            pacsv.write_csv(quotes, data, pacsv.WriteOptions(quoting_style="needed"))
+            raw = data.getvalue()
+            path.write_bytes(gzip.compress(raw, 1) if name.endswith(".gz") else raw)
+        paths.append(str(path))
+    path = folder / f"trades-{day.isoformat()}.dbn.zst"
+    if not path.exists():
+        merged = pa.concat_tables(trades).sort_by([("ts_event", "ascending")])
+        path.write_bytes(
+            zstandard.ZstdCompressor(level=3).compress(encode_dbn(merged, EventKind.TRADES))
+        )
+    paths.append(str(path))
     return paths
 
 
@@ -202,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
     figures = run_demo(args)
     store = Store.open(args.out)
     print(format_info(store_info(store)))
-    print(f"raw files {figures['raw']}  (CSV trades .gz and quotes, one folder per day)")
+    print(f"raw files {figures['raw']}  (per day: DBN trades .dbn.zst, CSV quotes, some .gz)")
     print(
         f"ingested  {figures['events']:,} events ({figures['quarantined']:,} quarantined) "
         f"-> {figures['rows']:,} feature rows in "
