@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -67,7 +68,8 @@ def _fixed(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def _ints(values: pa.ChunkedArray | pa.Array, dtype: str) -> np.ndarray:
-    return pc.fill_null(values, 0).to_numpy(zero_copy_only=False).astype(dtype)
+    out: np.ndarray = pc.fill_null(values, 0).to_numpy(zero_copy_only=False).astype(dtype)
+    return out
 
 
 def encode_dbn(table: pa.Table, kind: EventKind, *, dataset: str = "XSYN.DEMO") -> bytes:
@@ -126,16 +128,18 @@ def encode_dbn(table: pa.Table, kind: EventKind, *, dataset: str = "XSYN.DEMO") 
         _Mapping(name, [_Interval(first, last + dt.timedelta(days=1), str(ids[name]))])
         for name in names
     ]
-    metadata = db.Metadata(
-        dataset=dataset,
-        start=start,
-        stype_in=db.SType.RAW_SYMBOL,
-        stype_out=db.SType.INSTRUMENT_ID,
-        schema=db.Schema.from_str(schema_name),
-        symbols=names,
-        partial=[],
-        not_found=[],
-        mappings=mappings,
-        end=end,
-    )
+    # databento-dbn's stubs type the enum members and mappings loosely: pass them as Any.
+    fields: dict[str, Any] = {
+        "dataset": dataset,
+        "start": start,
+        "stype_in": db.SType.RAW_SYMBOL,
+        "stype_out": db.SType.INSTRUMENT_ID,
+        "schema": db.Schema.from_str(schema_name),
+        "symbols": names,
+        "partial": [],
+        "not_found": [],
+        "mappings": mappings,
+        "end": end,
+    }
+    metadata = db.Metadata(**fields)
     return bytes(metadata.encode()) + records.tobytes()
