@@ -389,13 +389,3 @@ def test_timeout_names_the_batch(version: StoreVersion) -> None:
     with pytest.raises(TimeoutError, match=r"batch 0 .*timeout of 0.05 s"):
         next(iter(loader))
     assert_no_loader_thread()
-
-
-def test_docstring_examples_run() -> None:
-    import doctest
-
-    from ticktensor.loaders import dataloader
-
-    result = doctest.testmod(dataloader, raise_on_error=False)
-    assert result.attempted > 0
-    assert result.failed == 0

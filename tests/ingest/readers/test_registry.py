@@ -69,13 +69,3 @@ def test_ambiguous_input_names_the_file_and_suggests_format(tmp_path: Path) -> N
     path.write_bytes(b"1 2 3\n")
     with pytest.raises(ConfigError, match=r"mystery\.dat.*--format"):
         _detect(path)
-
-
-@pytest.mark.parametrize("name", ["ticktensor.ingest.readers", "ticktensor.ingest.readers.csv"])
-def test_docstring_examples(name: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(name))
-    assert result.attempted > 0
-    assert result.failed == 0
