@@ -8,6 +8,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from ticktensor.store import Layout, SegmentRecord, Store
+
 FEATURES = ("ret", "spread", "imbalance")
 LABELS = ("fwd_ret",)
 DAY_NS = 86_400 * 10**9
@@ -29,6 +31,20 @@ def make_series(symbol: str, day: int, rows: int = 1000, seed: int = 0) -> Serie
     values = rng.standard_normal((rows, len(FEATURES))).astype(np.float32)
     labels = rng.standard_normal((rows, len(LABELS))).astype(np.float32)
     return Series(symbol, f"2024-01-{2 + day:02d}", ts, values, labels)
+
+
+def write_series(store: Store, s: Series, layout: Layout | None = None) -> SegmentRecord:
+    """Write ``s`` (features and labels) as one segment of ``store``."""
+    return store.write_segment(
+        symbol=s.symbol,
+        session=s.session,
+        ts=s.ts,
+        values=s.values,
+        feature_names=FEATURES,
+        labels=s.labels,
+        label_names=LABELS,
+        layout=layout,
+    )
 
 
 @pytest.fixture(params=["local", "memory"])

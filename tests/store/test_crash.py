@@ -18,7 +18,7 @@ import pytest
 
 from ticktensor.store import Layout, Store
 
-from .conftest import FEATURES, LABELS, make_series
+from .conftest import make_series, write_series
 
 CHILD = textwrap.dedent(
     """
@@ -120,19 +120,7 @@ def test_sigkill_mid_commit_keeps_previous_version(tmp_path: Path, crash_at: str
     url = str(tmp_path / "store")
     store = Store.create(url, layout=Layout(codec="zstd", chunk_rows=256))
     s = make_series("AAPL", 0)
-    store.commit(
-        segments=[
-            store.write_segment(
-                symbol=s.symbol,
-                session=s.session,
-                ts=s.ts,
-                values=s.values,
-                feature_names=FEATURES,
-                labels=s.labels,
-                label_names=LABELS,
-            )
-        ]
-    )
+    store.commit(segments=[write_series(store, s)])
     before = _snapshot(store)
 
     crashed = _run_child(url, crash_at, arg)

@@ -17,20 +17,7 @@ from ticktensor.errors import (
 )
 from ticktensor.store import Codec, Layout, Store, open_store
 
-from .conftest import DAY_NS, FEATURES, LABELS, Series, make_series
-
-
-def write(store: Store, s: Series, **kw: object) -> object:
-    return store.write_segment(
-        symbol=s.symbol,
-        session=s.session,
-        ts=s.ts,
-        values=s.values,
-        feature_names=FEATURES,
-        labels=s.labels,
-        label_names=LABELS,
-        **kw,  # type: ignore[arg-type]
-    )
+from .conftest import DAY_NS, FEATURES, LABELS, Series, make_series, write_series
 
 
 def test_create_commit_read_roundtrip(store_url: str) -> None:
@@ -38,7 +25,7 @@ def test_create_commit_read_roundtrip(store_url: str) -> None:
     assert store.latest_version() == 0
     assert store.version().segments == ()
     series = [make_series(sym, 0) for sym in ("AAPL", "MSFT")]
-    v1 = store.commit(segments=[write(store, s) for s in series], message="day 0")  # type: ignore[misc]
+    v1 = store.commit(segments=[write_series(store, s) for s in series], message="day 0")
     assert v1.version == 1
     assert v1.symbols == ("AAPL", "MSFT")
     assert v1.feature_names == FEATURES
@@ -57,8 +44,8 @@ def test_create_commit_read_roundtrip(store_url: str) -> None:
 def test_plain_zarr_opens_every_codec(tmp_path: os.PathLike[str], codec: Codec) -> None:
     store = Store.create(str(tmp_path), layout=Layout(codec=codec, chunk_rows=128))
     s = make_series("ES", 0, rows=1000)
-    seg = write(store, s)
-    version = store.commit(segments=[seg])  # type: ignore[list-item]
+    seg = write_series(store, s)
+    version = store.commit(segments=[seg])
     rec = version.segments[0]
     root = os.path.join(str(tmp_path), rec.path)
     values = zarr.open_array(os.path.join(root, "values"), mode="r")
@@ -76,7 +63,7 @@ def test_uncompressed_chunks_are_raw_little_endian(tmp_path: os.PathLike[str]) -
     # The "none" codec must stay memory-mappable: chunk i is rows [i*c, (i+1)*c) as raw f32.
     store = Store.create(str(tmp_path), layout=Layout(codec="none", chunk_rows=100))
     s = make_series("ES", 0, rows=250)
-    rec = store.commit(segments=[write(store, s)]).segments[0]  # type: ignore[list-item]
+    rec = store.commit(segments=[write_series(store, s)]).segments[0]
     raw = np.fromfile(os.path.join(str(tmp_path), rec.path, "values/c/1/0"), dtype="<f4")
     np.testing.assert_array_equal(raw.reshape(100, len(FEATURES)), s.values[100:200])
 
@@ -84,12 +71,12 @@ def test_uncompressed_chunks_are_raw_little_endian(tmp_path: os.PathLike[str]) -
 def test_append_day_keeps_old_segments_and_versions(store_url: str) -> None:
     store = Store.create(store_url)
     d0 = make_series("AAPL", 0)
-    v1 = store.commit(segments=[write(store, d0)])  # type: ignore[list-item]
+    v1 = store.commit(segments=[write_series(store, d0)])
     old_files = {
         name: store.location.read_bytes(f"{v1.segments[0].path}/{name}")
         for name in v1.segments[0].files
     }
-    v2 = store.commit(segments=[write(store, make_series("AAPL", 1))])  # type: ignore[list-item]
+    v2 = store.commit(segments=[write_series(store, make_series("AAPL", 1))])
     assert v2.version == 2
     assert [s.session for s in v2.segments] == ["2024-01-02", "2024-01-03"]
     assert v2.segments[0] == v1.segments[0]
@@ -104,10 +91,10 @@ def test_append_day_keeps_old_segments_and_versions(store_url: str) -> None:
 def test_identical_rerun_is_idempotent(store_url: str) -> None:
     store = Store.create(store_url)
     s = make_series("AAPL", 0)
-    first = store.commit(segments=[write(store, s)])  # type: ignore[list-item]
-    again = write(store, s)
+    first = store.commit(segments=[write_series(store, s)])
+    again = write_series(store, s)
     assert again == first.segments[0]
-    assert store.commit(segments=[again]).version == 1  # type: ignore[list-item]
+    assert store.commit(segments=[again]).version == 1
     assert store.latest_version() == 1
     assert len(store.location.find("segments")) == len(first.segments[0].files)
 
@@ -115,12 +102,12 @@ def test_identical_rerun_is_idempotent(store_url: str) -> None:
 def test_changed_content_conflicts_unless_replace(store_url: str) -> None:
     store = Store.create(store_url)
     s = make_series("AAPL", 0)
-    store.commit(segments=[write(store, s)])  # type: ignore[list-item]
+    store.commit(segments=[write_series(store, s)])
     changed = Series(s.symbol, s.session, s.ts, s.values + 1, s.labels)
-    seg = write(store, changed)
+    seg = write_series(store, changed)
     with pytest.raises(VersionConflictError, match="AAPL/2024-01-02 already exists in version 1"):
-        store.commit(segments=[seg])  # type: ignore[list-item]
-    v2 = store.commit(segments=[seg], replace=True)  # type: ignore[list-item]
+        store.commit(segments=[seg])
+    v2 = store.commit(segments=[seg], replace=True)
     np.testing.assert_array_equal(v2.read_segment(v2.segments[0]).values, changed.values)
     np.testing.assert_array_equal(
         store.version(1).read_segment(store.version(1).segments[0]).values, s.values
@@ -130,14 +117,14 @@ def test_changed_content_conflicts_unless_replace(store_url: str) -> None:
 def test_stale_base_version_conflicts(store_url: str) -> None:
     store = Store.create(store_url)
     base = store.latest_version()
-    store.commit(segments=[write(store, make_series("A", 0))])  # type: ignore[list-item]
+    store.commit(segments=[write_series(store, make_series("A", 0))])
     with pytest.raises(VersionConflictError, match="based on version 0 but the latest is 1"):
-        store.commit(segments=[write(store, make_series("B", 0))], base_version=base)  # type: ignore[list-item]
+        store.commit(segments=[write_series(store, make_series("B", 0))], base_version=base)
 
 
 def test_mixed_feature_names_rejected(store_url: str) -> None:
     store = Store.create(store_url)
-    store.commit(segments=[write(store, make_series("A", 0))])  # type: ignore[list-item]
+    store.commit(segments=[write_series(store, make_series("A", 0))])
     s = make_series("B", 0)
     other = store.write_segment(
         symbol="B", session=s.session, ts=s.ts, values=s.values[:, :2], feature_names=("x", "y")
@@ -176,8 +163,8 @@ def test_open_errors(tmp_path: os.PathLike[str], store_url: str) -> None:
 
 def test_file_url_and_select(tmp_path: os.PathLike[str]) -> None:
     store = Store.create(f"file://{tmp_path}")
-    segs = [write(store, make_series(sym, d)) for sym in ("A", "B") for d in (0, 1)]
-    v = store.commit(segments=segs)  # type: ignore[arg-type]
+    segs = [write_series(store, make_series(sym, d)) for sym in ("A", "B") for d in (0, 1)]
+    v = store.commit(segments=segs)
     assert [s.key for s in v.select(symbols=["B"])] == [("B", "2024-01-02"), ("B", "2024-01-03")]
     day1_start = 1_704_153_600 * 10**9 + DAY_NS
     assert {s.session for s in v.select(start=int(day1_start))} == {"2024-01-03"}

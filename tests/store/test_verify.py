@@ -9,7 +9,7 @@ import pytest
 from ticktensor.errors import StoreCorruptError
 from ticktensor.store import Layout, Store
 
-from .conftest import FEATURES, make_series
+from .conftest import make_series, write_series
 
 
 def _store(path: str) -> Store:
@@ -17,11 +17,7 @@ def _store(path: str) -> Store:
     segs = []
     for sym in ("A", "B"):
         s = make_series(sym, 0, rows=450)
-        segs.append(
-            store.write_segment(
-                symbol=sym, session=s.session, ts=s.ts, values=s.values, feature_names=FEATURES
-            )
-        )
+        segs.append(write_series(store, s))
     store.commit(segments=segs)
     return store
 
@@ -55,13 +51,7 @@ def test_flipped_byte_names_the_chunk(tmp_path: os.PathLike[str]) -> None:
 def test_missing_chunk_and_older_version(tmp_path: os.PathLike[str]) -> None:
     store = _store(str(tmp_path))
     s = make_series("C", 1, rows=50)
-    store.commit(
-        segments=[
-            store.write_segment(
-                symbol="C", session=s.session, ts=s.ts, values=s.values, feature_names=FEATURES
-            )
-        ]
-    )
+    store.commit(segments=[write_series(store, s)])
     seg = store.version(1).segment("A", "2024-01-02")
     os.unlink(os.path.join(str(tmp_path), seg.path, "ts/c/0"))
     for version in (1, 2):
