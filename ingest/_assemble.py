@@ -128,7 +128,8 @@ def _sorted(table: pa.Table) -> pa.Table:
     ts = table.column("ts_event").cast(pa.int64()).to_numpy()
     rows = table.column("_row").to_numpy()
     single_source = pc.count_distinct(table.column("_source")).as_py() <= 1
-    if single_source and np.all((np.diff(ts) > 0) | ((np.diff(ts) == 0) & (np.diff(rows) > 0))):
+    step = np.diff(ts)
+    if single_source and np.all((step > 0) | ((step == 0) & (np.diff(rows) > 0))):
         return table  # one file, already in (time, row) order: the usual case
     order = pc.sort_indices(
         table, [("ts_event", "ascending"), ("_source", "ascending"), ("_row", "ascending")]

@@ -11,12 +11,14 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from tqdm import tqdm
 
 from ticktensor.errors import ConfigError, TickTensorError
 from ticktensor.ingest._assemble import AssembleResult, AssembleTask, StatsPartial, assemble
 from ticktensor.ingest._convert import ConvertTask, FileResult, convert_file
 from ticktensor.ingest._engines import make_engine
+from ticktensor.ingest._quarantine import QUARANTINE_SCHEMA
 from ticktensor.ingest._sources import Input, expand_inputs
 from ticktensor.ingest._staging import Staging, group_parts
 from ticktensor.ingest.readers import detect, get_reader
@@ -342,15 +344,13 @@ def _publish(
     staging: Staging,
     options: IngestOptions,
 ) -> tuple[StoreVersion, bool]:
-    from ticktensor.ingest._quarantine import QUARANTINE_SCHEMA
-
     tables = [t for r in results for t in r.tables]
     dup_by_source: dict[str, list[pa.Table]] = {}
     for r in results:
         if r.duplicates is not None:
             for src in set(r.duplicates.column("source").to_pylist()):
                 dup_by_source.setdefault(src, []).append(
-                    r.duplicates.filter(pa.compute.equal(r.duplicates.column("source"), src))
+                    r.duplicates.filter(pc.equal(r.duplicates.column("source"), src))
                 )
     for f in files:
         parts = [staging.read([f.quarantine])] if f.quarantine else []
