@@ -10,7 +10,7 @@ from .samplers import (
     UniformOrder,
     shuffle_quality,
 )
-from .sharding import EpochState, ShardPlan, rank_batches, world_from_env
+from .sharding import EpochState, ShardPlan, data_parallel_world, rank_batches, world_from_env
 from .splits import TimeSplit, time_splits, walk_forward
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "TimeSplit",
     "UniformOrder",
     "WindowDataset",
+    "data_parallel_world",
     "rank_batches",
     "shuffle_quality",
     "time_splits",

@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ticktensor.errors import ConfigError
 
-__all__ = ["EpochState", "ShardPlan", "rank_batches", "world_from_env"]
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+__all__ = ["EpochState", "ShardPlan", "data_parallel_world", "rank_batches", "world_from_env"]
 
 Int64s = npt.NDArray[np.int64]
 
@@ -166,6 +169,57 @@ def world_from_env(rank: int | None = None, world_size: int | None = None) -> tu
     if rank >= world_size:
         raise ConfigError(f"rank {rank} is not below world_size {world_size}")
     return int(rank), int(world_size)
+
+
+def data_parallel_world(
+    mesh: DeviceMesh | None = None,
+    *,
+    dp_dim: str = "dp",
+    dp_rank: int | None = None,
+    dp_size: int | None = None,
+) -> tuple[int, int]:
+    """``(dp_rank, dp_size)``: this process's place along the data-parallel dimension.
+
+    Pass the result as the loader's ``rank=`` / ``world_size=``. With tensor or pipeline
+    parallelism, the ranks that share a data-parallel index must see identical batches
+    in identical order (they hold parts of one model replica); sharding by the global
+    rank would give each of them different data.
+
+    Parameters
+    ----------
+    mesh
+        A ``torch.distributed.device_mesh.DeviceMesh``. A 1-D mesh is data parallel
+        as a whole; a mesh with more dimensions needs ``dp_dim`` among its
+        ``mesh_dim_names``.
+    dp_dim
+        Name of the data-parallel dimension of ``mesh``.
+    dp_rank, dp_size
+        Explicit values (both or neither), instead of a mesh.
+
+    Without a mesh or explicit values this is :func:`world_from_env`: every rank is a
+    data-parallel rank.
+
+    Examples
+    --------
+    >>> data_parallel_world(dp_rank=1, dp_size=2)
+    (1, 2)
+    """
+    if mesh is not None:
+        if dp_rank is not None or dp_size is not None:
+            raise ConfigError("give a mesh or dp_rank/dp_size, not both")
+        names = tuple(mesh.mesh_dim_names or ())
+        if mesh.ndim == 1:
+            return world_from_env(mesh.get_local_rank(), mesh.size())
+        if dp_dim not in names:
+            raise ConfigError(
+                f"mesh has dimensions {names or mesh.ndim} and no data-parallel one named "
+                f"{dp_dim!r}; name it with init_device_mesh(..., mesh_dim_names=...) or pass "
+                "dp_dim="
+            )
+        return world_from_env(mesh.get_local_rank(dp_dim), mesh.size(names.index(dp_dim)))
+    if (dp_rank is None) != (dp_size is None):
+        raise ConfigError("give both dp_rank and dp_size, or neither")
+    return world_from_env(dp_rank, dp_size)
 
 
 def _detect_world() -> tuple[int, int]:

@@ -8,6 +8,7 @@ the file, row or chunk, column, value and the rule that failed.
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
     "ConfigError",
     "FormatVersionError",
     "InputError",
@@ -28,6 +29,11 @@ class TickTensorError(Exception):
 
 class ConfigError(TickTensorError, ValueError):
     """An option or spec has a value outside what it accepts."""
+
+
+class CheckpointError(TickTensorError, ValueError):
+    """A training checkpoint cannot be resumed here: another store version, another model
+    configuration, or no readable file."""
 
 
 class SchemaError(TickTensorError, ValueError):
