@@ -199,11 +199,13 @@ def _produce(shared: _Shared) -> None:
     shared.put(_END)
 
 
-def _stop(shared: _Shared, thread: threading.Thread) -> None:
-    """Stop and join the producer; idempotent, and safe from a finalizer."""
+def _stop(shared: _Shared, thread: threading.Thread, on_stop: Callable[[], None] | None) -> None:
+    """Stop and join the producer, then run ``on_stop``; safe from a finalizer."""
     shared.stop.set()
     if thread is not threading.current_thread() and thread.is_alive():
         thread.join()
+    if on_stop is not None:
+        on_stop()
     while True:  # release queued batches and their buffers now
         try:
             shared.queue.get_nowait()
@@ -241,6 +243,9 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         Added to error notes, e.g. ``"epoch 3, rank 0 of 8"``.
     sample_bytes
         Bytes one sample delivers, for the statistics.
+    on_stop
+        Called once the background thread has been joined (e.g. to stop helper threads
+        it used).
     """
 
     def __init__(
@@ -255,6 +260,7 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         name: str,
         context: str,
         sample_bytes: int,
+        on_stop: Callable[[], None] | None = None,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth: expected >= 1, got {depth}")
@@ -267,7 +273,7 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         self._thread = threading.Thread(
             target=_produce, args=(self._shared,), name=name, daemon=True
         )
-        self._finalizer = weakref.finalize(self, _stop, self._shared, self._thread)
+        self._finalizer = weakref.finalize(self, _stop, self._shared, self._thread, on_stop)
         self._thread.start()
 
     def __next__(self) -> tuple[Any, ...]:

@@ -16,6 +16,7 @@ import torch.utils.data
 from ticktensor.errors import ConfigError
 
 from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
+from ._readahead import Readahead
 from .dataset import WindowDataset
 from .samplers import BlockShuffleOrder, Order, SequentialOrder, UniformOrder
 from .sharding import EpochState, ShardPlan, world_from_env
@@ -26,6 +27,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 _PERMUTATIONS = (UniformOrder, SequentialOrder, BlockShuffleOrder)  # len(order) == len(dataset)
 _PER_SAMPLE = ("sampler", "batch_sampler", "collate_fn", "worker_init_fn")
 _threads = itertools.count()
+_READAHEAD = 16
 
 
 class DataLoader(Iterable[Any]):
@@ -82,7 +84,11 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         ``non_blocking=True`` on a side stream from pinned buffers, and the consumer's
         current stream waits on it.
     prefetch
-        Fast path: batches assembled ahead of the consumer (default 2).
+        Fast path: batches assembled ahead of the consumer, the depth of the ring of
+        batch buffers (default 2).
+    readahead
+        Fast path: batches whose feature chunks are loaded ahead of their assembly, as
+        far as the dataset's chunk cache budget allows (default 16).
 
     Examples
     --------
@@ -120,6 +126,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         pad: bool | None = None,
         device: torch.device | str | None = None,
         prefetch: int | None = None,
+        readahead: int | None = None,
     ) -> None:
         hooks = {"sampler": sampler, "batch_sampler": batch_sampler, "collate_fn": collate_fn}
         hooks["worker_init_fn"] = worker_init_fn
@@ -133,6 +140,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             fast_only: dict[str, object] = {"order": order, "seed": seed, "rank": rank}
             fast_only["world_size"] = world_size
             fast_only |= {"pad": pad, "device": device, "prefetch": prefetch}
+            fast_only["readahead"] = readahead
             given = sorted(name for name, value in fast_only.items() if value is not None)
             if given:
                 raise ConfigError(
@@ -157,7 +165,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             )
             return
         self.batch_size = self._check_fast(
-            batch_size, num_workers, timeout, prefetch_factor, prefetch
+            batch_size, num_workers, timeout, prefetch_factor, prefetch, readahead
         )
         if seed is None:
             seed = int(generator.initial_seed()) if generator is not None else 0
@@ -169,6 +177,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         self.pad = self.world_size > 1 if pad is None else bool(pad)
         self.timeout = float(timeout)
         self.prefetch = int(prefetch or prefetch_factor or 2)
+        self.readahead = int(readahead or _READAHEAD)
         self.device = None if device is None else torch.device(device)
         cuda = torch.cuda.is_available()
         if self.device is not None and self.device.type == "cuda" and not cuda:
@@ -192,6 +201,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         timeout: float,
         prefetch_factor: int | None,
         prefetch: int | None,
+        readahead: int | None,
     ) -> int:
         """Validate the fast path's numbers; returns the batch size."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -200,7 +210,8 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             raise ConfigError(f"num_workers: expected >= 0, got {num_workers}")
         if timeout < 0:
             raise ConfigError(f"timeout: expected >= 0, got {timeout}")
-        for name, value in (("prefetch_factor", prefetch_factor), ("prefetch", prefetch)):
+        knobs = {"prefetch_factor": prefetch_factor, "prefetch": prefetch, "readahead": readahead}
+        for name, value in knobs.items():
             if value is not None and (isinstance(value, bool) or value < 1):
                 raise ConfigError(f"{name}: expected an integer >= 1, got {value!r}")
         return int(batch_size)
@@ -233,10 +244,18 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         y_shape = (self.batch_size, dataset.n_labels)
         pin = self.pin_memory
 
+        readahead = Readahead(
+            dataset.cache,
+            lambda step: dataset.chunks_of(plan.batch(step)),
+            plan.num_steps,
+            self.readahead,
+        )
+
         def fill(step: int, slot: Slot) -> int:
             indices = plan.batch(step)
             n = int(indices.shape[0])
-            dataset.get_batch(indices, out=slot.x[:n], labels_out=slot.y[:n])
+            upcoming = readahead.upcoming(step)
+            dataset._get_batch(indices, slot.x[:n], slot.y[:n], upcoming)
             return n
 
         prefetcher = Prefetcher(
@@ -250,6 +269,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             context=f"epoch {epoch}, rank {self.rank} of {self.world_size}, "
             f"from global sample {start}",
             sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
+            on_stop=dataset.cache.stop_threads,
         )
         iterator = _FastIterator(self, self._generation, plan, prefetcher)
         self._last = weakref.ref(prefetcher)
@@ -332,7 +352,13 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             ``first_batch_s``: seconds from ``iter()`` to the first batch; ``wall_s``:
             seconds from ``iter()`` to the end of the pass (or now); ``stall_fraction``:
             ``wait_s / wall_s``; ``buffers_allocated``: batch buffers allocated in the pass;
-            ``epoch`` and ``samples_consumed``: the position, as in :meth:`state_dict`.
+            ``epoch`` and ``samples_consumed``: the position, as in :meth:`state_dict`;
+            ``cache``: the dataset's chunk cache counters since it was built (hits,
+            misses, hit_rate, loads, evictions, bytes_read, budget_bytes, used_bytes,
+            ...); ``stage_s``: seconds per stage - ``fetch``, ``decode`` and
+            ``prepare`` summed over the loading threads, ``load_wait`` (the assembler
+            waiting for chunks), ``assemble`` (whole batches, waits included) and
+            ``consumer_wait`` - so the slow stage shows.
         """
         self._require_fast("stats")
         figures: dict[str, Any] = {
@@ -364,6 +390,16 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
                 "stall_fraction": s.wait_s / s.wall_s if s.wall_s > 0 else 0.0,
                 "buffers_allocated": s.slots_allocated,
             }
+        cache = self.dataset.cache_stats()
+        figures["cache"] = cache
+        figures["stage_s"] = {
+            "fetch": cache["fetch_s"],
+            "decode": cache["decode_s"],
+            "prepare": cache["prepare_s"],
+            "load_wait": cache["wait_s"],
+            "assemble": figures["assemble_s"],
+            "consumer_wait": figures["wait_s"],
+        }
         return figures | {
             "epoch": self._state.epoch,
             "samples_consumed": self._state.samples_consumed,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import copy
+import functools
 import os
+import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -13,7 +14,9 @@ import torch
 from torch.utils.data import Dataset
 
 from ticktensor.errors import ConfigError
-from ticktensor.kernels import ThreadPool, WindowGather
+from ticktensor.kernels import ChunkGather, ThreadPool
+from ticktensor.loaders._cache import ChunkCache
+from ticktensor.loaders._chunks import ChunkIndex, ChunkLoader
 from ticktensor.loaders._index import (
     feature_columns,
     normalization,
@@ -28,6 +31,10 @@ Int32s = npt.NDArray[np.int32]
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 
+_MIN_CACHE_BYTES: Final = 256 * 2**20
+_LIVE: weakref.WeakSet[WindowDataset] = weakref.WeakSet()  # rebuilt in a forked child
+_ABANDONED: list[object] = []  # a forked child's copies of its parent's threads, never joined
+
 
 class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     """Every valid window of ``window`` consecutive rows of a store version, as samples.
@@ -40,9 +47,16 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     label of its last row is NaN (no future available) or the last row's timestamp falls
     outside ``[start, end)``.
 
-    The selected segments are read into RAM once (float32, C-contiguous, features
-    subset and optional normalization applied); windows are cut at read time by a
-    native gather, never stored.
+    Timestamps and labels are read when the dataset is built; feature rows stay in the
+    store and are loaded chunk by chunk into a byte-budgeted cache when a batch needs
+    them (raw chunks of a local store are memory-mapped, compressed ones decoded on
+    ``threads`` background threads), with the feature subset and normalization applied
+    once per loaded chunk. Windows are cut at read time by a native gather that reads
+    across chunk boundaries, never stored. :class:`~ticktensor.DataLoader` tells the
+    cache which chunks the next batches need, so they are loaded ahead of time.
+
+    A dataset built before ``os.fork()`` works in the child: the child starts with an
+    empty cache and new threads (the parent's are not inherited by a forked process).
 
     Parameters
     ----------
@@ -65,6 +79,15 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         zero or non-finite ``std`` divides by 1).
     pool
         Threads for the gather (default: ``ThreadPool(os.cpu_count())``).
+    threads
+        Threads that load chunks (default: ``os.cpu_count()``).
+    cache_bytes
+        Bytes of loaded chunks to keep (default: all of the dataset's chunks, up to a
+        quarter of physical memory and at least 256 MiB). A batch that needs more
+        chunks than fit still gets them (counted in ``cache_stats()["over_budget"]``).
+    verify
+        Hash each chunk's stored bytes when it is loaded and compare with the manifest
+        (raw chunks are then read instead of memory-mapped).
 
     Attributes
     ----------
@@ -76,9 +99,11 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         ``int32[N]`` index into :attr:`symbols`.
     sample_chunk
         ``int64[N]`` global id of the storage chunk holding the window's first row
-        (segment-major over :attr:`records`, then ``row // chunk_rows``).
-    sources, labels_sources, ts_sources
-        Per-source ``float32 [rows, F]``, ``float32 [rows, L]`` and ``int64 [rows]``.
+        (source by source, then chunk by chunk: the numbering of :attr:`chunks`).
+    labels_sources, ts_sources
+        Per-source ``float32 [rows, L]`` and ``int64 [rows]``, in RAM.
+    chunks
+        The :class:`~ticktensor.loaders._chunks.ChunkIndex` of the sources' feature chunks.
     records
         Per source, the segment records it was read from (one unless ``cross_gaps``).
     """
@@ -103,9 +128,16 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         cross_gaps: bool = False,
         normalize: bool = False,
         pool: ThreadPool | None = None,
+        threads: int | None = None,
+        cache_bytes: int | None = None,
+        verify: bool = False,
     ) -> None:
         _check_positive("window", window)
         _check_positive("stride", stride)
+        if threads is not None:
+            _check_positive("threads", threads)
+        if cache_bytes is not None:
+            _check_positive("cache_bytes", cache_bytes)
         if isinstance(symbols, str):
             raise ConfigError(f"symbols: expected a sequence of names, got the string {symbols!r}")
         self.version = version
@@ -117,9 +149,22 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         self.label_names = tuple(version.label_names)
         runs, phases = select_runs(version, symbols, start, end, self.window, self.cross_gaps)
         scale = normalization(version, self.feature_names) if normalize else None
-        self._build(runs, phases, columns, scale, start, end)
+        self._build(runs, phases, start, end)
+        self._loader = ChunkLoader(version, columns, scale, verify=bool(verify))
+        self.threads = int(threads or os.cpu_count() or 1)
+        total = sum(self._loader.nbytes(f) for f in self.chunks.files)
+        self.cache_bytes = int(cache_bytes or min(total, max(_MIN_CACHE_BYTES, _ram() // 4)))
         self._pool = pool if pool is not None else ThreadPool(os.cpu_count() or 1)
-        self._gather = WindowGather(self.sources, pool=self._pool)
+        self._start_engine()
+        _LIVE.add(self)
+
+    def _start_engine(self) -> None:
+        """The native gather over the chunks and the cache that loads them."""
+        index = self.chunks
+        self._gather = ChunkGather(
+            index.chunk_starts, index.source_rows, self.n_features, self._pool
+        )
+        self._cache = ChunkCache(index, self._loader, self._gather, self.cache_bytes, self.threads)
 
     # -- construction ------------------------------------------------------------------
 
@@ -127,57 +172,22 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         self,
         runs: list[list[SegmentRecord]],
         phases: list[int],
-        columns: Int64s | None,
-        scale: tuple[Floats, Floats] | None,
         start: int | None,
         end: int | None,
     ) -> None:
-        """Read each run, then index its valid windows (vectorized per source)."""
+        """Read each run's timestamps and labels, then index its valid windows."""
         symbols = sorted({run[0].symbol for run in runs})
-        self.sources: list[Floats] = []
         self.labels_sources: list[Floats] = []
         self.ts_sources: list[Int64s] = []
         self.records: list[tuple[SegmentRecord, ...]] = []
         parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _SAMPLE_FIELDS}
-        chunk_base = 0
-        n_labels = len(self.label_names)
-        kept_symbols: list[str] = []
         for run, phase in zip(runs, phases, strict=True):
-            datas = [self.version.read_segment(rec) for rec in run]
-            ts = np.concatenate([d.ts for d in datas]).astype(np.int64, copy=False)
-            labels = np.concatenate(
-                [
-                    np.full((d.ts.shape[0], n_labels), np.nan, np.float32)
-                    if d.labels is None
-                    else d.labels
-                    for d in datas
-                ]
-            ).astype(np.float32, copy=False)
+            ts, labels = self._read_index_columns(run)
             first, last = valid_starts(ts, labels, self.window, self.stride, phase, start, end)
-            rows_per = np.array([rec.rows for rec in run], dtype=np.int64)
-            chunk_rows = np.array([int(rec.layout["chunk_rows"]) for rec in run], np.int64)
-            n_chunks = -(-rows_per // chunk_rows)
-            chunk_off = chunk_base + np.concatenate([[0], np.cumsum(n_chunks)[:-1]])
-            chunk_base += int(n_chunks.sum())
             if first.size == 0:
                 continue
-            values = (
-                datas[0].values if len(datas) == 1 else np.concatenate([d.values for d in datas])
-            )
-            values = values if columns is None else values[:, columns]
-            values = np.ascontiguousarray(values, dtype=np.float32)
-            if scale is not None:
-                if not values.flags.writeable:
-                    values = values.copy()
-                values -= scale[0]
-                values /= scale[1]
-            row_off = np.concatenate([[0], np.cumsum(rows_per)[:-1]])
-            part = np.searchsorted(row_off, first, side="right") - 1
-            source_id = len(self.sources)
-            if run[0].symbol not in kept_symbols:
-                kept_symbols.append(run[0].symbol)
-            self.sources.append(values)
-            self.labels_sources.append(np.ascontiguousarray(labels))
+            source_id = len(self.records)
+            self.labels_sources.append(labels)
             self.ts_sources.append(ts)
             self.records.append(tuple(run))
             parts["sample_segment"].append(np.full(first.size, source_id, np.int32))
@@ -187,29 +197,47 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             parts["sample_symbol"].append(
                 np.full(first.size, symbols.index(run[0].symbol), np.int32)
             )
-            parts["sample_chunk"].append(
-                chunk_off[part] + (first - row_off[part]) // chunk_rows[part]
-            )
-        if not self.sources:
+        if not self.records:
             raise ConfigError(
                 f"no samples left: {len(runs)} segment run(s) selected, window {self.window}, "
                 f"stride {self.stride}, time range [{start}, {end}); windows need enough rows "
                 "and a non-NaN label at their last row"
             )
         self.symbols = tuple(symbols)
+        self.chunks = ChunkIndex(self.version, [list(r) for r in self.records])
         for name, dtype in _SAMPLE_FIELDS.items():
+            if name == "sample_chunk":
+                continue
             array = np.concatenate(parts[name]).astype(dtype, copy=False)
             array.setflags(write=False)
             setattr(self, name, array)
+        sample_chunk = self.chunks.chunk_of(self.sample_segment, self.sample_start)
+        sample_chunk.setflags(write=False)
+        self.sample_chunk = sample_chunk
         self._label_offset = np.concatenate(
-            [[0], np.cumsum([s.shape[0] for s in self.sources])[:-1]]
+            [[0], np.cumsum([t.shape[0] for t in self.ts_sources])[:-1]]
         ).astype(np.int64)
         self._labels_flat = np.concatenate(self.labels_sources)
         # The per-source label arrays become views of the flat one (no second copy).
         self.labels_sources = [
-            self._labels_flat[o : o + s.shape[0]]
-            for o, s in zip(self._label_offset, self.sources, strict=True)
+            self._labels_flat[o : o + t.shape[0]]
+            for o, t in zip(self._label_offset, self.ts_sources, strict=True)
         ]
+
+    def _read_index_columns(self, run: list[SegmentRecord]) -> tuple[Int64s, Floats]:
+        """A run's timestamps and labels (``NaN`` labels for segments stored without)."""
+        n_labels = len(self.label_names)
+        ts_parts, label_parts = [], []
+        for record in run:
+            arrays = self.version.open_segment(record)
+            ts_parts.append(np.asarray(arrays.ts[...], dtype=np.int64))
+            if arrays.labels is None:
+                label_parts.append(np.full((record.rows, n_labels), np.nan, np.float32))
+            else:
+                label_parts.append(np.asarray(arrays.labels[...], dtype=np.float32))
+        ts = np.concatenate(ts_parts)
+        labels = np.ascontiguousarray(np.concatenate(label_parts), dtype=np.float32)
+        return ts, labels
 
     # -- sizes -------------------------------------------------------------------------
 
@@ -224,9 +252,19 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return len(self.label_names)
 
     @property
+    def n_sources(self) -> int:
+        """Sources (segments, or joined runs of segments) the samples come from."""
+        return len(self.records)
+
+    @property
     def pool(self) -> ThreadPool:
         """The thread pool of the gather."""
         return self._pool
+
+    @property
+    def cache(self) -> ChunkCache:
+        """The cache of loaded feature chunks."""
+        return self._cache
 
     def __len__(self) -> int:
         return int(self.sample_start.shape[0])
@@ -235,7 +273,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return (
             f"WindowDataset(version={self.version.version}, samples={len(self)}, "
             f"window={self.window}, features={self.n_features}, labels={self.n_labels}, "
-            f"sources={len(self.sources)}, symbols={len(self.symbols)})"
+            f"sources={self.n_sources}, symbols={len(self.symbols)}, "
+            f"chunks={len(self.chunks)})"
         )
 
     # -- reading -----------------------------------------------------------------------
@@ -246,10 +285,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         i = int(index)
         if not -n <= i < n:
             raise IndexError(f"sample {index} out of range for a dataset of {n} samples")
-        source, first = int(self.sample_segment[i]), int(self.sample_start[i])
-        x = self.sources[source][first : first + self.window].copy()
-        y = self.labels_sources[source][first + self.window - 1].copy()
-        return torch.from_numpy(x), torch.from_numpy(y)
+        x, y = self.get_batch(np.array([i % n], dtype=np.int64))
+        return torch.from_numpy(x[0]), torch.from_numpy(y[0])
 
     def get_batch(
         self,
@@ -258,6 +295,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         labels_out: Floats | None = None,
     ) -> tuple[Floats, Floats]:
         """Gather the samples ``indices`` as one batch, without per-sample Python.
+
+        The chunks the windows read are loaded first (or found in the cache).
 
         Parameters
         ----------
@@ -272,29 +311,93 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         tuple of numpy.ndarray
             ``(windows [B, W, F], labels [B, L])``, both float32.
         """
+        return self._get_batch(self.check_indices(indices), out, labels_out, ())
+
+    def check_indices(self, indices: npt.ArrayLike) -> Int64s:
+        """``indices`` as a 1-D int64 array of valid sample indices, or an error."""
         idx = np.asarray(indices)
         if idx.ndim != 1 or not (idx.size == 0 or np.issubdtype(idx.dtype, np.integer)):
             raise ConfigError(f"indices: expected a 1-D integer array, got {idx.dtype}{idx.shape}")
         if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
             bad = idx[(idx < 0) | (idx >= len(self))][0]
             raise IndexError(f"sample {bad} out of range for a dataset of {len(self)} samples")
+        return idx.astype(np.int64, copy=False)
+
+    def chunks_of(self, indices: Int64s) -> Int64s:
+        """The distinct chunks (ids of :attr:`chunks`) the samples ``indices`` read."""
+        return self.chunks.chunks_of(
+            self.sample_segment[indices], self.sample_start[indices], self.window
+        )
+
+    def _get_batch(
+        self,
+        idx: Int64s,
+        out: Floats | None,
+        labels_out: Floats | None,
+        upcoming: Sequence[Int64s],
+    ) -> tuple[Floats, Floats]:
+        """:meth:`get_batch` for checked indices; ``upcoming`` are the chunks of the next
+        batches (see :meth:`ChunkCache.require`)."""
+        if labels_out is not None and (
+            labels_out.shape != (idx.size, self.n_labels) or labels_out.dtype != np.float32
+        ):
+            raise ConfigError(
+                f"labels_out: expected float32 {(idx.size, self.n_labels)}, got "
+                f"{labels_out.dtype}{labels_out.shape}"
+            )
         segment = self.sample_segment[idx]
         first = self.sample_start[idx]
-        windows = self._gather.gather(segment, first, self.window, out)
+        if out is None:
+            out = np.empty((idx.size, self.window, self.n_features), dtype=np.float32)
+        cache = self._cache
+        with cache.lock:
+            cache.require(self.chunks.chunks_of(segment, first, self.window), upcoming)
+            self._gather.gather(segment, first, self.window, out)
         rows = self._label_offset[segment] + first + (self.window - 1)
         if labels_out is None:
             labels = self._labels_flat[rows]
         else:
-            if labels_out.shape != (idx.size, self.n_labels) or labels_out.dtype != np.float32:
-                raise ConfigError(
-                    f"labels_out: expected float32 {(idx.size, self.n_labels)}, got "
-                    f"{labels_out.dtype}{labels_out.shape}"
-                )
             labels = np.take(self._labels_flat, rows, axis=0, out=labels_out)
-        return windows, labels
+        return out, labels
+
+    def read_source(self, source: int) -> Floats:
+        """All feature rows of source ``source`` as one ``float32 [rows, F]`` array.
+
+        Read chunk by chunk, outside the cache: a slow, simple path for references and
+        baselines, not for training.
+        """
+        index = self.chunks
+        rows = int(index.source_rows[source])
+        out = np.empty((rows, self.n_features), dtype=np.float32)
+        lo, hi = int(index.first_chunk[source]), int(index.first_chunk[source + 1])
+        for chunk, start in zip(range(lo, hi), index.chunk_starts[source].tolist(), strict=True):
+            values, _ = self._loader.load(index.files[chunk])
+            n = min(int(values.shape[0]), rows - start, index.files[chunk].rows)
+            out[start : start + n] = values[:n]
+        return out
+
+    @functools.cached_property
+    def sources(self) -> list[Floats]:
+        """Every source's feature rows in RAM (``float32 [rows, F]``), read on first access.
+
+        For tests and in-RAM baselines; the loader itself never needs it.
+        """
+        return [self.read_source(s) for s in range(self.n_sources)]
+
+    def cache_stats(self) -> dict[str, Any]:
+        """The chunk cache's counters: hits, misses, loads, evictions, bytes read, seconds
+        per stage (fetch, decode, prepare, waiting), budget and bytes in use."""
+        cache = self._cache
+        return cache.stats.to_dict() | {
+            "budget_bytes": cache.budget,
+            "used_bytes": cache.used_bytes,
+            "loaded_chunks": cache.loaded_count,
+            "chunks": len(self.chunks),
+            "threads": self.threads,
+        }
 
     def subset(self, indices: npt.ArrayLike) -> WindowDataset:
-        """A dataset of the samples ``indices`` (in that order), sharing sources and gather.
+        """A dataset of the samples ``indices`` (in that order), sharing chunks and gather.
 
         Nothing is copied but the small per-sample index arrays; sample ``j`` of the
         subset is sample ``indices[j]`` of this dataset.
@@ -302,25 +405,58 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         idx = np.asarray(indices, dtype=np.int64)
         if idx.ndim != 1 or (idx.size and (idx.min() < 0 or idx.max() >= len(self))):
             raise ConfigError(f"subset indices must be 1-D in [0, {len(self)})")
-        sub = copy.copy(self)
+        sub = object.__new__(type(self))  # not copy.copy: that would pickle and rebuild
+        sub.__dict__.update(self.__dict__)
+        _LIVE.add(sub)
         for name in _SAMPLE_FIELDS:
             array = getattr(self, name)[idx]
             array.setflags(write=False)
             setattr(sub, name, array)
         return sub
 
-    # -- pickling (DataLoader workers under spawn): the native gather is rebuilt -------
+    def close(self) -> None:
+        """Drop every loaded chunk and stop the loading threads (a later batch restarts them)."""
+        self._cache.close()
+        self._start_engine()
+
+    # -- pickling (DataLoader workers under spawn) and fork: the engine is rebuilt --------
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_pool"] = self._pool.size
-        del state["_gather"]
+        for name in ("_gather", "_cache", "sources"):
+            state.pop(name, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._pool = ThreadPool(int(state["_pool"]))
-        self._gather = WindowGather(self.sources, pool=self._pool)
+        self._start_engine()
+        _LIVE.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's threads are gone, so start a fresh engine."""
+        self._cache.abandon()
+        _ABANDONED.extend((self._cache, self._gather, self._pool))
+        self._pool = ThreadPool(self._pool.size)
+        self._start_engine()
+
+
+def _after_fork_in_child() -> None:
+    for dataset in list(_LIVE):
+        dataset._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _ram() -> int:
+    """Bytes of physical memory (0 when unknown)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 _SAMPLE_FIELDS: dict[str, type[np.generic]] = {

@@ -61,6 +61,68 @@ class WindowGather:
         Checks every sample before writing; releases the GIL while copying.
         """
 
+class ChunkGather:
+    """
+    Copies row windows out of sources split into chunks that are loaded and dropped.
+
+    Holds a reference to each loaded chunk's array and to the pool.
+    """
+
+    def __init__(
+        self,
+        chunk_starts: Sequence[numpy.typing.NDArray[numpy.int64]],
+        source_rows: numpy.typing.NDArray[numpy.int64],
+        n_features: int,
+        pool: ThreadPool,
+    ) -> None:
+        """Chunk k of source s starts at row ``chunk_starts[s][k]``."""
+
+    @property
+    def n_sources(self) -> int:
+        """Sources."""
+
+    @property
+    def n_chunks(self) -> int:
+        """Chunks over all sources."""
+
+    @property
+    def n_features(self) -> int:
+        """Features (columns) per row."""
+
+    @property
+    def loaded_count(self) -> int:
+        """Chunks whose rows are loaded now."""
+
+    def first_chunk(self, source: int) -> int:
+        """Global number of source ``source``'s first chunk."""
+
+    def chunk_rows(self, chunk: int) -> int:
+        """Rows of chunk ``chunk``."""
+
+    def loaded(self, chunk: int) -> bool:
+        """Whether chunk ``chunk``'s rows are loaded."""
+
+    def set(self, chunk: int, data: numpy.typing.NDArray[numpy.float32]) -> None:
+        """
+        Load chunk ``chunk`` from ``data`` (kept referenced until cleared or replaced).
+        """
+
+    def clear(self, chunk: int) -> None:
+        """Drop chunk ``chunk``; returns once no running gather reads it."""
+
+    def gather(
+        self,
+        source_ids: numpy.typing.NDArray[numpy.int64],
+        starts: numpy.typing.NDArray[numpy.int64],
+        window: int,
+        out: numpy.typing.NDArray[numpy.float32],
+    ) -> None:
+        """
+        Write rows ``[starts[b], starts[b] + window)`` of source ``source_ids[b]`` into ``out[b]``.
+
+        Checks every sample and its chunks before writing; releases the GIL while copying.
+        """
+
 def random_permutation(
     out: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
     seed: int,

@@ -1,4 +1,4 @@
-"""Native compute kernels: a shared thread pool and the window gather behind the loader."""
+"""Native compute kernels: a shared thread pool and the window gathers behind the loader."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from ticktensor import _native
 
-__all__ = ["ThreadPool", "WindowGather", "gather_windows", "random_permutation"]
+__all__ = ["ChunkGather", "ThreadPool", "WindowGather", "gather_windows", "random_permutation"]
 
 
 class ThreadPool:
@@ -179,6 +179,150 @@ class WindowGather:
         return (
             f"WindowGather(n_sources={self.n_sources}, n_features={self.n_features}, "
             f"pool={self._pool!r})"
+        )
+
+
+class ChunkGather:
+    """Copies row windows out of sources whose rows are split into separately loaded chunks.
+
+    Chunks are numbered globally, source by source: chunk ``first_chunk(s) + k`` holds rows
+    ``[chunk_starts[s][k], chunk_starts[s][k + 1])`` of source ``s`` (the last one up to
+    ``source_rows[s]``). A chunk's rows are published with :meth:`set` from any C-contiguous
+    float32 array of at least that many rows (a memory-mapped chunk file or a decoded
+    buffer), which the gather keeps referenced until :meth:`clear` or the next :meth:`set`.
+    A window may span several chunks; every chunk it reads must be loaded.
+
+    Parameters
+    ----------
+    chunk_starts
+        Per source, the first row of each chunk: starting at 0, strictly increasing, below
+        the source's rows.
+    source_rows
+        Rows of each source.
+    n_features
+        Columns per row, common to every chunk.
+    pool
+        Threads that copy large batches.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rows = np.arange(10, dtype=np.float32).reshape(10, 1)
+    >>> gather = ChunkGather([[0, 4]], [10], n_features=1, pool=ThreadPool(1))
+    >>> gather.set(0, rows[:4].copy())
+    >>> gather.set(1, rows[4:].copy())
+    >>> gather.gather([0], [2], window=4).ravel()  # rows 2-3 from chunk 0, 4-5 from chunk 1
+    array([2., 3., 4., 5.], dtype=float32)
+    """
+
+    __slots__ = ("_impl", "_pool")
+
+    def __init__(
+        self,
+        chunk_starts: Sequence[npt.ArrayLike],
+        source_rows: npt.ArrayLike,
+        n_features: int,
+        pool: ThreadPool,
+    ) -> None:
+        if not isinstance(pool, ThreadPool):
+            raise TypeError(f"pool: expected a ThreadPool, got {type(pool).__name__}")
+        starts = [_as_index_array(s, f"chunk_starts[{i}]") for i, s in enumerate(chunk_starts)]
+        rows = _as_index_array(source_rows, "source_rows")
+        self._pool = pool
+        self._impl = _native.ChunkGather(starts, rows, int(n_features), pool._impl)
+
+    @property
+    def n_sources(self) -> int:
+        """Number of sources."""
+        return self._impl.n_sources
+
+    @property
+    def n_chunks(self) -> int:
+        """Number of chunks over all sources."""
+        return self._impl.n_chunks
+
+    @property
+    def n_features(self) -> int:
+        """Features (columns) per row."""
+        return self._impl.n_features
+
+    @property
+    def loaded_count(self) -> int:
+        """Chunks whose rows are loaded now."""
+        return self._impl.loaded_count
+
+    @property
+    def pool(self) -> ThreadPool:
+        """The pool that copies large batches."""
+        return self._pool
+
+    def first_chunk(self, source: int) -> int:
+        """Global number of the first chunk of ``source``."""
+        return self._impl.first_chunk(int(source))
+
+    def chunk_rows(self, chunk: int) -> int:
+        """Rows held by ``chunk``."""
+        return self._impl.chunk_rows(int(chunk))
+
+    def loaded(self, chunk: int) -> bool:
+        """Whether ``chunk``'s rows are loaded."""
+        return self._impl.loaded(int(chunk))
+
+    def set(self, chunk: int, data: npt.NDArray[np.float32]) -> None:
+        """Publish ``data`` (``[>= chunk_rows(chunk), n_features]`` float32) as ``chunk``'s rows.
+
+        Raises
+        ------
+        IndexError
+            If there is no such chunk.
+        ValueError
+            If ``data`` has the wrong dtype, shape or layout.
+        """
+        self._impl.set(int(chunk), data)
+
+    def clear(self, chunk: int) -> None:
+        """Drop ``chunk``'s rows; returns once no running gather can still read them."""
+        self._impl.clear(int(chunk))
+
+    def gather(
+        self,
+        source_ids: npt.ArrayLike,
+        starts: npt.ArrayLike,
+        window: int,
+        out: npt.NDArray[np.float32] | None = None,
+    ) -> npt.NDArray[np.float32]:
+        """Write rows ``[starts[b], starts[b] + window)`` of ``source_ids[b]`` into ``out[b]``.
+
+        Every sample is checked before anything is written. The GIL is released while
+        copying, and several threads may call this at once.
+
+        Raises
+        ------
+        IndexError
+            If a sample names a missing source or a window that does not fit in it; the
+            ``batch_position`` attribute names the first such sample.
+        RuntimeError
+            If a window reads a chunk that is not loaded; the ``chunk`` and
+            ``batch_position`` attributes name it.
+        ValueError
+            If ``window < 1``, the index arrays differ in length or ``out`` has the wrong
+            shape, dtype or layout.
+        """
+        ids = _as_index_array(source_ids, "source_ids")
+        first_rows = _as_index_array(starts, "starts")
+        if isinstance(window, bool) or not isinstance(window, int | np.integer):
+            raise TypeError(f"window: expected an int, got {type(window).__name__}")
+        if window < 1:
+            raise ValueError(f"window: expected >= 1, got {window}")
+        if out is None:
+            out = np.empty((ids.shape[0], int(window), self.n_features), dtype=np.float32)
+        self._impl.gather(ids, first_rows, int(window), out)
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"ChunkGather(n_sources={self.n_sources}, n_chunks={self.n_chunks}, "
+            f"loaded={self.loaded_count}, n_features={self.n_features})"
         )
 
 

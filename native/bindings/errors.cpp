@@ -25,11 +25,25 @@ void raise_window_index_error(const tt::WindowIndexError& e) {
   }
 }
 
+// RuntimeError naming the batch position and the chunk that was not loaded.
+void raise_chunk_not_loaded(const tt::ChunkNotLoadedError& e) {
+  try {
+    nb::object exc = nb::handle(PyExc_RuntimeError)(e.what());
+    exc.attr("batch_position") = e.batch_position();
+    exc.attr("chunk") = e.chunk();
+    PyErr_SetObject(PyExc_RuntimeError, exc.ptr());
+  } catch (nb::python_error& failure) {
+    failure.restore();
+  }
+}
+
 void translate(const std::exception_ptr& error, void* /*payload*/) {
   try {
     std::rethrow_exception(error);
   } catch (const tt::WindowIndexError& e) {
     raise_window_index_error(e);
+  } catch (const tt::ChunkNotLoadedError& e) {
+    raise_chunk_not_loaded(e);
   } catch (const tt::IndexError& e) {
     PyErr_SetString(PyExc_IndexError, e.what());
   } catch (const tt::ArgumentError& e) {

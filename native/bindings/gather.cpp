@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "arrays.hpp"
 #include "ticktensor/errors.hpp"
 #include "ticktensor/thread_pool.hpp"
 #include "ticktensor/window_gather.hpp"
@@ -22,57 +23,7 @@ namespace {
 // Any CPU array, imported without conversion: dtype and layout are checked by hand so a
 // wrong one fails with a message instead of being silently copied.
 using SourceArray = nb::ndarray<nb::ro, nb::device::cpu>;
-using OutArray = nb::ndarray<nb::device::cpu>;
 using IndexArray = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-
-template <typename Array>
-std::string shape_text(const Array& a) {
-  std::string text = "(";
-  for (std::size_t d = 0; d < a.ndim(); ++d) {
-    if (d > 0) text += ", ";
-    text += std::to_string(a.shape(d));
-  }
-  return text + (a.ndim() == 1 ? ",)" : ")");
-}
-
-template <typename Array>
-std::string strides_text(const Array& a) {
-  std::string text = "(";
-  for (std::size_t d = 0; d < a.ndim(); ++d) {
-    if (d > 0) text += ", ";
-    text += std::to_string(a.stride(d) * static_cast<std::int64_t>(a.itemsize()));
-  }
-  return text + (a.ndim() == 1 ? ",)" : ")");
-}
-
-template <typename Array>
-bool is_float32(const Array& a) {
-  return a.dtype() == nb::dtype<float>();
-}
-
-// True when rows follow each other in memory; like numpy, strides of length-1 axes and of
-// empty arrays do not matter.
-template <typename Array>
-bool is_c_contiguous(const Array& a) {
-  if (a.size() == 0) return true;
-  std::int64_t expected = 1;
-  for (std::size_t d = a.ndim(); d-- > 0;) {
-    if (a.shape(d) != 1 && a.stride(d) != expected) return false;
-    expected *= static_cast<std::int64_t>(a.shape(d));
-  }
-  return true;
-}
-
-// numpy's name for a DLPack dtype, e.g. "float64".
-std::string dtype_text(nb::dlpack::dtype dt) {
-  static const char* const kinds[] = {"int",    "uint",    "float", "opaque",
-                                      "bfloat", "complex", "bool"};
-  const char* kind = dt.code < 7 ? kinds[dt.code] : "unknown";
-  if (dt.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bool)) return kind;
-  return kind + std::to_string(dt.bits);
-}
-
-std::string type_of(nb::handle obj) { return nb::type_name(obj.type()).c_str(); }
 
 SourceArray to_source(nb::handle obj, std::size_t i) {
   const std::string where = "source " + std::to_string(i) + ": ";
@@ -89,34 +40,6 @@ SourceArray to_source(nb::handle obj, std::size_t i) {
     throw tt::ArgumentError(where + "expected a C-contiguous array, got shape " + shape_text(a) +
                             " with byte strides " + strides_text(a) +
                             "; pass np.ascontiguousarray(source) (a copy) instead");
-  }
-  return a;
-}
-
-OutArray to_out(nb::handle obj, std::size_t batch, std::int64_t window, std::int64_t features) {
-  const std::string expected = "(" + std::to_string(batch) + ", " + std::to_string(window) + ", " +
-                               std::to_string(features) + ")";
-  OutArray a;
-  if (!nb::try_cast(obj, a, /*convert=*/false)) {
-    nb::ndarray<nb::ro, nb::device::cpu> readonly;
-    if (nb::try_cast(obj, readonly, /*convert=*/false)) {
-      throw tt::ArgumentError("out: expected a writable array, got a read-only one");
-    }
-    throw tt::ArgumentError("out: expected a writable float32 numpy array of shape " + expected +
-                            ", got " + type_of(obj));
-  }
-  if (!is_float32(a)) {
-    throw tt::ArgumentError("out: expected dtype float32, got " + dtype_text(a.dtype()));
-  }
-  const bool shape_ok = a.ndim() == 3 && a.shape(0) == batch &&
-                        static_cast<std::int64_t>(a.shape(1)) == window &&
-                        static_cast<std::int64_t>(a.shape(2)) == features;
-  if (!shape_ok) {
-    throw tt::ArgumentError("out: expected shape " + expected + ", got " + shape_text(a));
-  }
-  if (!is_c_contiguous(a)) {
-    throw tt::ArgumentError("out: expected a C-contiguous array, got byte strides " +
-                            strides_text(a));
   }
   return a;
 }

@@ -7,6 +7,7 @@ namespace ttpy {
 void bind_errors(nb::module_& m);
 void bind_thread_pool(nb::module_& m);
 void bind_gather(nb::module_& m);
+void bind_chunk_gather(nb::module_& m);
 void bind_permutation(nb::module_& m);
 }  // namespace ttpy
 
@@ -15,5 +16,6 @@ NB_MODULE(_native, m) {
   ttpy::bind_errors(m);
   ttpy::bind_thread_pool(m);
   ttpy::bind_gather(m);
+  ttpy::bind_chunk_gather(m);
   ttpy::bind_permutation(m);
 }

@@ -266,7 +266,7 @@ def test_out_buffers_subset_and_pickle(version: StoreVersion) -> None:
 
     sub = ds.subset(idx[:3])
     assert len(sub) == 3
-    assert sub.sources is ds.sources
+    assert sub.cache is ds.cache
     np.testing.assert_array_equal(sub.get_batch(np.arange(3))[0], expected_x[:3])
     np.testing.assert_array_equal(sub.sample_ts, ds.sample_ts[idx[:3]])
     assert len(ds) > 3  # the parent is unchanged

@@ -38,6 +38,20 @@ class WindowIndexError : public IndexError {
   std::int64_t window_;
 };
 
+// A window reads a chunk whose rows are not loaded (a bug in the caller's scheduling).
+class ChunkNotLoadedError : public std::logic_error {
+ public:
+  ChunkNotLoadedError(std::size_t batch_position, std::size_t chunk, const std::string& message)
+      : std::logic_error(message), batch_position_(batch_position), chunk_(chunk) {}
+
+  std::size_t batch_position() const noexcept { return batch_position_; }
+  std::size_t chunk() const noexcept { return chunk_; }
+
+ private:
+  std::size_t batch_position_;
+  std::size_t chunk_;
+};
+
 // An argument has the wrong shape, type, layout or value; the message says expected vs got.
 class ArgumentError : public std::invalid_argument {
  public:

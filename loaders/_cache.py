@@ -1,0 +1,283 @@
+"""The chunk cache: loaded chunks within a byte budget, loaded ahead, evicted by next use."""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ticktensor.kernels import ChunkGather
+
+from ._chunks import ChunkIndex, ChunkLoader, Floats, LoadTimes
+
+__all__ = ["CacheStats", "ChunkCache"]
+
+Int64s = npt.NDArray[np.int64]
+
+_ABSENT: Final = 0
+_LOADING: Final = 1
+_LOADED: Final = 2
+_NEVER: Final = np.iinfo(np.int64).max  # next use of a chunk no planned batch reads
+
+
+@dataclass
+class CacheStats:
+    """Counters of a cache since it was built (or last reset)."""
+
+    hits: int = 0  # a batch found the chunk loaded
+    misses: int = 0  # a batch had to wait for the chunk's load
+    loads: int = 0
+    evictions: int = 0
+    bytes_read: int = 0  # stored bytes read (compressed size, or mapped size)
+    fetch_s: float = 0.0  # summed over loading threads
+    decode_s: float = 0.0
+    prepare_s: float = 0.0
+    wait_s: float = 0.0  # the batch assembler waiting for loads
+    over_budget: int = 0  # batches that needed more chunks than the budget holds
+    peak_bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        figures = asdict(self)
+        asked = self.hits + self.misses
+        figures["hit_rate"] = self.hits / asked if asked else 0.0
+        return figures
+
+
+class ChunkCache:
+    """Keeps chunks loaded in a :class:`ChunkGather` within a byte budget.
+
+    Loads run on ``threads`` background threads (they release the GIL while reading and
+    decoding). :meth:`plan` is given the chunks of the next batches, in order: it starts
+    their loads as far as the budget allows and, when it must make room, evicts the
+    loaded chunk whose next use is farthest away (chunks no planned batch reads go
+    first, oldest first) - the optimal policy when the future is known, which it is
+    since orders are deterministic. :meth:`require` makes sure one batch's chunks are
+    loaded, going over the budget rather than failing when a single batch needs more.
+
+    Hold :attr:`lock` around :meth:`require` and the gather that follows it, so that no
+    other thread evicts a chunk in between.
+
+    Parameters
+    ----------
+    index
+        The chunks and where they are stored.
+    loader
+        Loads one chunk.
+    gather
+        The native gather the loaded chunks are published to.
+    budget
+        Bytes of loaded chunks to keep at most (memory-mapped chunks count too).
+    threads
+        Loading threads.
+    """
+
+    def __init__(
+        self,
+        index: ChunkIndex,
+        loader: ChunkLoader,
+        gather: ChunkGather,
+        budget: int,
+        threads: int,
+    ) -> None:
+        if budget < 1 or threads < 1:
+            raise ValueError(f"budget and threads must be >= 1, got {budget} and {threads}")
+        self.index = index
+        self.budget = int(budget)
+        self.threads = int(threads)
+        self.lock = threading.RLock()
+        self.stats = CacheStats()
+        self._loader = loader
+        self._gather = gather
+        self._state = np.zeros(len(index), dtype=np.int8)
+        self._nbytes = np.asarray([loader.nbytes(f) for f in index.files], dtype=np.int64)
+        self._loaded: dict[int, None] = {}  # insertion order = load order
+        self._loading: dict[int, Future[tuple[Floats, LoadTimes]]] = {}
+        self._used = 0  # bytes loaded or being loaded
+        self._executor: ThreadPoolExecutor | None = None  # started by the first load
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    # -- sizes ---------------------------------------------------------------------------
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes of chunks loaded or being loaded."""
+        return self._used
+
+    @property
+    def loaded_count(self) -> int:
+        """Chunks loaded now."""
+        return len(self._loaded)
+
+    def nbytes(self, chunk: int) -> int:
+        """Bytes chunk ``chunk`` takes once loaded."""
+        return int(self._nbytes[chunk])
+
+    # -- loading -------------------------------------------------------------------------
+
+    def require(self, chunks: Int64s, upcoming: Sequence[Int64s] = ()) -> None:
+        """Return once every chunk in ``chunks`` is loaded.
+
+        ``upcoming`` are the chunks of the batches after this one, in order: eviction
+        keeps the ones needed soonest.
+        """
+        with self.lock:
+            self._collect()
+            state = self._state[chunks]
+            self.stats.hits += int(np.count_nonzero(state == _LOADED))
+            missing = chunks[state != _LOADED]
+            if missing.size == 0:
+                return
+            self.stats.misses += int(missing.size)
+            absent = missing[self._state[missing] == _ABSENT]
+            need = int(self._nbytes[absent].sum())
+            if self._used + need > self.budget:
+                self._evict(need, protect=chunks, upcoming=upcoming, before=-1)
+                if self._used + need > self.budget:
+                    self.stats.over_budget += 1
+            for chunk in absent.tolist():
+                self._start(chunk)
+            started = time.perf_counter()
+            try:
+                for chunk in missing.tolist():
+                    self._finish(chunk)
+            finally:
+                self.stats.wait_s += time.perf_counter() - started
+
+    def plan(self, upcoming: Sequence[Int64s]) -> None:
+        """Start loading the chunks of the next batches, in order, within the budget."""
+        with self.lock:
+            self._collect()
+            for position, chunks in enumerate(upcoming):
+                absent = chunks[self._state[chunks] == _ABSENT]
+                if absent.size == 0:
+                    continue
+                need = int(self._nbytes[absent].sum())
+                if self._used + need > self.budget:
+                    self._evict(need, protect=chunks, upcoming=upcoming, before=position)
+                    if self._used + need > self.budget:
+                        return  # the rest waits until batches before it are done
+                for chunk in absent.tolist():
+                    self._start(chunk)
+
+    def advise(self, chunks: Int64s) -> None:
+        """Hint the kernel to read these chunks' files soon (local stores; no memory used)."""
+        for chunk in chunks[self._state[chunks] == _ABSENT].tolist():
+            self._loader.advise(self.index.files[chunk])
+
+    def drop_all(self) -> None:
+        """Evict every loaded chunk (loads in flight finish and are then dropped)."""
+        with self.lock:
+            for chunk in list(self._loading):
+                self._finish(chunk, raise_errors=False)
+            for chunk in list(self._loaded):
+                self._drop(chunk)
+
+    def stop_threads(self) -> None:
+        """Join the loading threads; loads not started are cancelled, loaded chunks stay.
+
+        The next load starts new threads. :class:`~ticktensor.DataLoader` calls this at
+        the end of each pass, so no thread outlives the pass.
+        """
+        with self.lock:
+            if self._executor is None or self._finalizer is None:
+                return
+            self._finalizer()  # shutdown(wait=True, cancel_futures=True)
+            self._executor = self._finalizer = None
+            for chunk, future in list(self._loading.items()):
+                if future.cancelled():
+                    del self._loading[chunk]
+                    self._state[chunk] = _ABSENT
+                    self._used -= int(self._nbytes[chunk])
+            self._collect()
+
+    def close(self) -> None:
+        """Stop the loading threads and drop every chunk."""
+        with self.lock:
+            self.stop_threads()
+            self.drop_all()
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _start(self, chunk: int) -> None:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-chunk")
+            self._finalizer = weakref.finalize(
+                self, self._executor.shutdown, wait=True, cancel_futures=True
+            )
+        file = self.index.files[chunk]
+        self._loading[chunk] = self._executor.submit(self._loader.load, file)
+        self._state[chunk] = _LOADING
+        self._used += int(self._nbytes[chunk])
+        self.stats.peak_bytes = max(self.stats.peak_bytes, self._used)
+
+    def _collect(self) -> None:
+        """Publish the loads that have finished (errors stay until a batch needs the chunk)."""
+        for chunk, future in list(self._loading.items()):
+            if future.done() and future.exception() is None:
+                self._finish(chunk)
+
+    def _finish(self, chunk: int, *, raise_errors: bool = True) -> None:
+        future = self._loading.pop(chunk)
+        try:
+            values, times = future.result()
+        except BaseException as exc:
+            self._state[chunk] = _ABSENT
+            self._used -= int(self._nbytes[chunk])
+            if not raise_errors:
+                return
+            file = self.index.files[chunk]
+            exc.add_note(
+                f"while loading chunk {file.index} of segment {file.segment.symbol}/"
+                f"{file.segment.session} ({file.rel})"
+            )
+            raise
+        self._gather.set(chunk, values)
+        self._state[chunk] = _LOADED
+        self._loaded[chunk] = None
+        stats = self.stats
+        stats.loads += 1
+        stats.bytes_read += times.bytes_read
+        stats.fetch_s += times.fetch_s
+        stats.decode_s += times.decode_s
+        stats.prepare_s += times.prepare_s
+
+    def _drop(self, chunk: int) -> None:
+        self._gather.clear(chunk)
+        del self._loaded[chunk]
+        self._state[chunk] = _ABSENT
+        self._used -= int(self._nbytes[chunk])
+        self.stats.evictions += 1
+
+    def _evict(
+        self, need: int, *, protect: Int64s, upcoming: Sequence[Int64s], before: int
+    ) -> None:
+        """Free ``need`` bytes, never evicting ``protect`` or chunks read by batches up to
+        ``upcoming[before]``; the chunk used farthest in the future goes first."""
+        next_use: dict[int, int] = {}
+        for position, chunks in enumerate(upcoming):
+            for chunk in chunks.tolist():
+                next_use.setdefault(chunk, position)
+        kept = set(protect.tolist())
+        candidates = [
+            (next_use.get(chunk, _NEVER), -order, chunk)
+            for order, chunk in enumerate(self._loaded)
+            if chunk not in kept and next_use.get(chunk, _NEVER) > before
+        ]
+        candidates.sort(reverse=True)  # farthest next use first; then the oldest load
+        for _, _, chunk in candidates:
+            if self._used + need <= self.budget:
+                return
+            self._drop(chunk)
+
+    def abandon(self) -> None:
+        """Forget the loading threads without joining them (in a forked child, where they
+        do not exist); the cache must not be used afterwards."""
+        if self._finalizer is not None:
+            self._finalizer.detach()

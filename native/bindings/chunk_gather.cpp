@@ -1,0 +1,170 @@
+// Python binding of tt::ChunkGather: chunks are numpy arrays the binding keeps alive.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrays.hpp"
+#include "ticktensor/chunk_gather.hpp"
+#include "ticktensor/errors.hpp"
+#include "ticktensor/thread_pool.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace ttpy {
+
+namespace {
+
+using ChunkArray = nb::ndarray<nb::ro, nb::device::cpu>;
+using IndexArray = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+std::vector<std::int64_t> to_vector(const IndexArray& a) {
+  return {a.data(), a.data() + a.shape(0)};
+}
+
+// Holds a reference to every loaded chunk's array and to the pool. set() and clear() are
+// serialized by `mutate_`, taken without the GIL, so a chunk's array is released only after
+// the core no longer publishes its pointer.
+class PyChunkGather {
+ public:
+  PyChunkGather(const std::vector<IndexArray>& chunk_starts, const IndexArray& source_rows,
+                std::int64_t n_features, tt::ThreadPool& pool)
+      : core_(starts_of(chunk_starts), to_vector(source_rows), n_features),
+        owners_(core_.n_chunks()),
+        pool_(&pool) {}
+
+  tt::ChunkGather& core() { return core_; }
+
+  void set(std::size_t chunk, nb::handle obj) {
+    const std::int64_t rows = core_.chunk_rows(chunk);  // Checks the index first.
+    const std::string where = "chunk " + std::to_string(chunk) + ": ";
+    ChunkArray a;
+    if (!nb::try_cast(obj, a, /*convert=*/false)) {
+      throw tt::ArgumentError(where + "expected a numpy array, got " + type_of(obj));
+    }
+    const bool shape_ok = a.ndim() == 2 && static_cast<std::int64_t>(a.shape(0)) >= rows &&
+                          static_cast<std::int64_t>(a.shape(1)) == core_.n_features();
+    if (!is_float32(a) || !shape_ok || !is_c_contiguous(a)) {
+      throw tt::ArgumentError(where + "expected a C-contiguous float32 array of at least " +
+                              std::to_string(rows) + " rows and " +
+                              std::to_string(core_.n_features()) + " columns, got " +
+                              dtype_text(a.dtype()) + " of shape " + shape_text(a) +
+                              (is_c_contiguous(a) ? "" : ", not C-contiguous"));
+    }
+    nb::object keep = nb::borrow(obj);
+    const auto* data = static_cast<const float*>(a.data());
+    std::unique_lock<std::mutex> lock = acquire();
+    {
+      nb::gil_scoped_release release;
+      core_.set(chunk, data);
+    }
+    std::swap(owners_[chunk], keep);  // The previous array (if any) is released with `keep`.
+  }
+
+  void clear(std::size_t chunk) {
+    core_.chunk_rows(chunk);  // Checks the index.
+    nb::object dropped;
+    std::unique_lock<std::mutex> lock = acquire();
+    {
+      nb::gil_scoped_release release;
+      core_.clear(chunk);
+    }
+    std::swap(owners_[chunk], dropped);
+  }
+
+  void gather(const IndexArray& source_ids, const IndexArray& starts, std::int64_t window,
+              nb::handle out_obj) const {
+    const std::size_t batch = source_ids.shape(0);
+    if (starts.shape(0) != batch) {
+      throw tt::ArgumentError("source_ids and starts: expected the same length, got " +
+                              std::to_string(batch) + " and " + std::to_string(starts.shape(0)));
+    }
+    if (window < 1) {
+      throw tt::ArgumentError("window: expected >= 1, got " + std::to_string(window));
+    }
+    OutArray out = to_out(out_obj, batch, window, core_.n_features());
+    nb::gil_scoped_release release;
+    core_.gather(source_ids.data(), starts.data(), batch, window, static_cast<float*>(out.data()),
+                 out.size(), *pool_);
+  }
+
+ private:
+  static std::vector<std::vector<std::int64_t>> starts_of(const std::vector<IndexArray>& arrays) {
+    std::vector<std::vector<std::int64_t>> result;
+    result.reserve(arrays.size());
+    for (const IndexArray& a : arrays) result.push_back(to_vector(a));
+    return result;
+  }
+
+  // The mutation lock, waited for without the GIL so that a gather's caller can go on.
+  std::unique_lock<std::mutex> acquire() {
+    std::unique_lock<std::mutex> lock(mutate_, std::defer_lock);
+    nb::gil_scoped_release release;
+    lock.lock();
+    return lock;
+  }
+
+  tt::ChunkGather core_;
+  std::vector<nb::object> owners_;
+  tt::ThreadPool* pool_;
+  std::mutex mutate_;
+};
+
+}  // namespace
+
+void bind_chunk_gather(nb::module_& m) {
+  nb::class_<PyChunkGather>(
+      m, "ChunkGather",
+      "Copies row windows out of sources split into chunks that are loaded and dropped.\n\n"
+      "Holds a reference to each loaded chunk's array and to the pool.")
+      .def(nb::init<const std::vector<IndexArray>&, const IndexArray&, std::int64_t,
+                    tt::ThreadPool&>(),
+           "chunk_starts"_a, "source_rows"_a, "n_features"_a, "pool"_a, nb::keep_alive<1, 5>(),
+           nb::sig("def __init__(self, chunk_starts: collections.abc.Sequence["
+                   "numpy.typing.NDArray[numpy.int64]], source_rows: "
+                   "numpy.typing.NDArray[numpy.int64], n_features: int, pool: ThreadPool) "
+                   "-> None"),
+           "Chunk k of source s starts at row ``chunk_starts[s][k]``.")
+      .def_prop_ro(
+          "n_sources", [](PyChunkGather& g) { return g.core().n_sources(); }, "Sources.")
+      .def_prop_ro(
+          "n_chunks", [](PyChunkGather& g) { return g.core().n_chunks(); },
+          "Chunks over all sources.")
+      .def_prop_ro(
+          "n_features", [](PyChunkGather& g) { return g.core().n_features(); },
+          "Features (columns) per row.")
+      .def_prop_ro(
+          "loaded_count", [](PyChunkGather& g) { return g.core().loaded_count(); },
+          "Chunks whose rows are loaded now.")
+      .def(
+          "first_chunk", [](PyChunkGather& g, std::size_t s) { return g.core().first_chunk(s); },
+          "source"_a, "Global number of source ``source``'s first chunk.")
+      .def(
+          "chunk_rows", [](PyChunkGather& g, std::size_t c) { return g.core().chunk_rows(c); },
+          "chunk"_a, "Rows of chunk ``chunk``.")
+      .def(
+          "loaded", [](PyChunkGather& g, std::size_t c) { return g.core().loaded(c); }, "chunk"_a,
+          "Whether chunk ``chunk``'s rows are loaded.")
+      .def("set", &PyChunkGather::set, "chunk"_a, "data"_a,
+           nb::sig("def set(self, chunk: int, data: numpy.typing.NDArray[numpy.float32]) -> None"),
+           "Load chunk ``chunk`` from ``data`` (kept referenced until cleared or replaced).")
+      .def("clear", &PyChunkGather::clear, "chunk"_a,
+           "Drop chunk ``chunk``; returns once no running gather reads it.")
+      .def("gather", &PyChunkGather::gather, "source_ids"_a, "starts"_a, "window"_a,
+           "out"_a.noconvert(),
+           nb::sig("def gather(self, source_ids: numpy.typing.NDArray[numpy.int64], "
+                   "starts: numpy.typing.NDArray[numpy.int64], window: int, "
+                   "out: numpy.typing.NDArray[numpy.float32]) -> None"),
+           "Write rows ``[starts[b], starts[b] + window)`` of source ``source_ids[b]`` into "
+           "``out[b]``.\n\nChecks every sample and its chunks before writing; releases the "
+           "GIL while copying.");
+}
+
+}  // namespace ttpy

@@ -1,0 +1,195 @@
+// tt::ChunkGather: validate every sample and its chunks, then copy each window piecewise.
+#include "ticktensor/chunk_gather.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "ticktensor/errors.hpp"
+
+namespace tt {
+
+ChunkGather::ChunkGather(const std::vector<std::vector<std::int64_t>>& chunk_starts,
+                         const std::vector<std::int64_t>& source_rows, std::int64_t n_features)
+    : source_rows_(source_rows), n_features_(n_features) {
+  if (n_features < 0) {
+    throw ArgumentError("n_features: expected >= 0, got " + std::to_string(n_features));
+  }
+  if (chunk_starts.size() != source_rows.size()) {
+    throw ArgumentError("chunk_starts and source_rows: expected one entry per source, got " +
+                        std::to_string(chunk_starts.size()) + " and " +
+                        std::to_string(source_rows.size()));
+  }
+  first_chunk_.reserve(source_rows.size() + 1);
+  for (std::size_t s = 0; s < source_rows.size(); ++s) {
+    const std::string where = "source " + std::to_string(s) + ": ";
+    const std::vector<std::int64_t>& starts = chunk_starts[s];
+    const std::int64_t rows = source_rows[s];
+    if (rows < 0) throw ArgumentError(where + "expected >= 0 rows, got " + std::to_string(rows));
+    if (rows > 0 && (starts.empty() || starts.front() != 0)) {
+      throw ArgumentError(where + "the first chunk must start at row 0");
+    }
+    first_chunk_.push_back(chunk_start_.size());
+    for (std::size_t k = 0; k < starts.size(); ++k) {
+      const std::int64_t end = k + 1 < starts.size() ? starts[k + 1] : rows;
+      if (starts[k] >= end) {
+        throw ArgumentError(where + "chunk " + std::to_string(k) + " starts at row " +
+                            std::to_string(starts[k]) + ", expected below " +
+                            std::to_string(end) + " (starts must increase within the rows)");
+      }
+      chunk_start_.push_back(starts[k]);
+      chunk_rows_.push_back(end - starts[k]);
+    }
+  }
+  first_chunk_.push_back(chunk_start_.size());
+  data_ = std::make_unique<std::atomic<const float*>[]>(chunk_start_.size());
+  for (std::size_t c = 0; c < chunk_start_.size(); ++c) data_[c].store(nullptr);
+}
+
+std::int64_t ChunkGather::source_rows(std::size_t source) const {
+  if (source >= n_sources()) {
+    throw IndexError("source " + std::to_string(source) + " out of range for " +
+                     std::to_string(n_sources()) + " sources");
+  }
+  return source_rows_[source];
+}
+
+std::size_t ChunkGather::first_chunk(std::size_t source) const {
+  source_rows(source);  // Checks the index.
+  return first_chunk_[source];
+}
+
+void ChunkGather::check_chunk(std::size_t chunk) const {
+  if (chunk >= n_chunks()) {
+    throw IndexError("chunk " + std::to_string(chunk) + " out of range for " +
+                     std::to_string(n_chunks()) + " chunks");
+  }
+}
+
+std::int64_t ChunkGather::chunk_rows(std::size_t chunk) const {
+  check_chunk(chunk);
+  return chunk_rows_[chunk];
+}
+
+void ChunkGather::set(std::size_t chunk, const float* data) {
+  check_chunk(chunk);
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  data_[chunk].store(data, std::memory_order_release);
+}
+
+void ChunkGather::clear(std::size_t chunk) {
+  check_chunk(chunk);
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  data_[chunk].store(nullptr, std::memory_order_release);
+}
+
+bool ChunkGather::loaded(std::size_t chunk) const {
+  check_chunk(chunk);
+  return data_[chunk].load(std::memory_order_acquire) != nullptr;
+}
+
+std::size_t ChunkGather::loaded_count() const {
+  std::size_t count = 0;
+  for (std::size_t c = 0; c < n_chunks(); ++c) {
+    count += data_[c].load(std::memory_order_relaxed) != nullptr;
+  }
+  return count;
+}
+
+std::size_t ChunkGather::chunk_of(std::size_t source, std::int64_t row) const {
+  const auto begin = chunk_start_.begin() + static_cast<std::ptrdiff_t>(first_chunk_[source]);
+  const auto end = chunk_start_.begin() + static_cast<std::ptrdiff_t>(first_chunk_[source + 1]);
+  return static_cast<std::size_t>(std::upper_bound(begin, end, row) - chunk_start_.begin()) - 1;
+}
+
+std::vector<ChunkGather::Start> ChunkGather::plan(const std::int64_t* source_ids,
+                                                  const std::int64_t* starts, std::size_t batch,
+                                                  std::int64_t window) const {
+  std::vector<Start> plan(batch);
+  const auto n = static_cast<std::int64_t>(n_sources());
+  for (std::size_t b = 0; b < batch; ++b) {
+    const std::int64_t id = source_ids[b];
+    const std::int64_t start = starts[b];
+    const std::string where = "batch position " + std::to_string(b) + ": ";
+    if (id < 0 || id >= n) {
+      throw WindowIndexError(b, id, start, window,
+                             where + "source " + std::to_string(id) + " out of range for " +
+                                 std::to_string(n) + " sources");
+    }
+    const auto source = static_cast<std::size_t>(id);
+    if (start < 0 || start > source_rows_[source] - window) {
+      throw WindowIndexError(b, id, start, window,
+                             where + "window of " + std::to_string(window) + " rows at row " +
+                                 std::to_string(start) + " does not fit in source " +
+                                 std::to_string(id) + " of " +
+                                 std::to_string(source_rows_[source]) + " rows");
+    }
+    const std::size_t first = chunk_of(source, start);
+    // Every chunk the window touches must be loaded.
+    for (std::size_t c = first; chunk_start_[c] < start + window; ++c) {
+      if (data_[c].load(std::memory_order_acquire) == nullptr) {
+        throw ChunkNotLoadedError(
+            b, c,
+            where + "chunk " + std::to_string(c) + " (source " + std::to_string(id) +
+                ", rows " + std::to_string(chunk_start_[c]) + " to " +
+                std::to_string(chunk_start_[c] + chunk_rows_[c]) + ") is not loaded");
+      }
+      if (c + 1 == first_chunk_[source + 1]) break;
+    }
+    plan[b] = {first, start - chunk_start_[first]};
+  }
+  return plan;
+}
+
+void ChunkGather::gather(const std::int64_t* source_ids, const std::int64_t* starts,
+                         std::size_t batch, std::int64_t window, float* out,
+                         std::size_t out_elements, ThreadPool& pool) const {
+  if (window < 1) {
+    throw ArgumentError("window: expected >= 1, got " + std::to_string(window));
+  }
+  std::size_t window_elements = 0;
+  std::size_t expected = 0;
+  if (__builtin_mul_overflow(static_cast<std::uint64_t>(window),
+                             static_cast<std::uint64_t>(n_features_), &window_elements) ||
+      __builtin_mul_overflow(batch, window_elements, &expected)) {
+    throw ArgumentError("window: " + std::to_string(window) + " rows of " +
+                        std::to_string(n_features_) + " features overflow the address space");
+  }
+  if (out_elements != expected) {
+    throw ArgumentError("out: expected " + std::to_string(expected) + " elements, got " +
+                        std::to_string(out_elements));
+  }
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  const std::vector<Start> starts_plan = plan(source_ids, starts, batch, window);
+  if (batch == 0 || window_elements == 0) return;
+
+  const auto row_bytes = static_cast<std::size_t>(n_features_) * sizeof(float);
+  auto copy_range = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t b = begin; b < end; ++b) {
+      auto* dst = reinterpret_cast<unsigned char*>(out + b * window_elements);
+      std::size_t chunk = starts_plan[b].chunk;
+      std::int64_t offset = starts_plan[b].offset;
+      std::int64_t left = window;
+      while (left > 0) {
+        const std::int64_t rows = std::min(left, chunk_rows_[chunk] - offset);
+        const float* src = data_[chunk].load(std::memory_order_relaxed) + offset * n_features_;
+        const std::size_t bytes = static_cast<std::size_t>(rows) * row_bytes;
+        std::memcpy(dst, src, bytes);
+        dst += bytes;
+        left -= rows;
+        ++chunk;
+        offset = 0;
+      }
+    }
+  };
+  const std::size_t window_bytes = window_elements * sizeof(float);
+  if (batch * window_bytes < kInlineBytes || pool.size() == 1) {
+    copy_range(0, batch);
+    return;
+  }
+  const std::size_t grain = (64 * 1024 + window_bytes - 1) / window_bytes;
+  pool.parallel_for(batch, copy_range, grain);
+}
+
+}  // namespace tt
