@@ -23,6 +23,7 @@ PUBLIC_MODULES = [
     "ticktensor.ingest.readers",
     "ticktensor.loaders",
     "ticktensor.cli",
+    "ticktensor.train",
 ]
 BARE = ("schemas", "ingest", "loaders", "store")
 

@@ -51,6 +51,22 @@ def build_store(path: Path, symbols: int = 2, rows: int = 1500, seed: int = 0) -
     return str(path)
 
 
+def add_day(url: str) -> int:
+    """Append one more session to the store (a new version, as a daily job does)."""
+    store = Store.open(url)
+    rows = 100
+    record = store.write_segment(
+        symbol="S0",
+        session="2024-01-03",
+        ts=(1_704_272_400 + np.arange(rows, dtype=np.int64)) * 10**9,
+        values=np.ones((rows, len(FEATURES)), dtype=np.float32),
+        feature_names=FEATURES,
+        labels=np.ones((rows, 1), dtype=np.float32),
+        label_names=("fwd_mean_5",),
+    )
+    return store.commit(segments=[record], message="another day").version
+
+
 @pytest.fixture(scope="session")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     return build_store(tmp_path_factory.mktemp("train-store") / "store")

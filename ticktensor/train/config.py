@@ -64,8 +64,8 @@ class TrainConfig:
     sample_log
         Write the sample ids each rank trained on, per step, for auditing.
     kill_at_step, kill_rank
-        Fault drill: on the first attempt, rank ``kill_rank`` kills itself with SIGKILL
-        right after step ``kill_at_step`` (0: no drill). Checks a cluster's restart setup.
+        Fault drill: in the first launch of a run (not after a restart), rank ``kill_rank``
+        kills itself with SIGKILL right after step ``kill_at_step`` (0: no drill).
     threads
         Threads of the window gather per rank (0: cores / local ranks).
     """

@@ -157,12 +157,12 @@ def _init_process_group(backend: str, rank: int, world: int, local_world: int) -
         dist.init_process_group(backend, timeout=timeout)
         return
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    store = dist.TCPStore(
+    store = dist.TCPStore(  # type: ignore[attr-defined]
         os.environ["MASTER_ADDR"],
         int(os.environ["MASTER_PORT"]),
         world,
         is_master=False,
         timeout=timeout,
     )
-    prefixed = dist.PrefixStore(f"ticktensor/attempt-{attempt}/", store)
+    prefixed = dist.PrefixStore(f"ticktensor/attempt-{attempt}/", store)  # type: ignore[attr-defined]
     dist.init_process_group(backend, store=prefixed, rank=rank, world_size=world, timeout=timeout)

@@ -34,9 +34,13 @@ def train(config: TrainConfig) -> dict[str, Any]:
     environment). See ``docs/training.md``.
     """
     ctx = Distributed.from_env(config.backend, config.device, config.tp)
+    run = None
     try:
-        return _Run(config, ctx).run()
+        run = _Run(config, ctx)
+        return run.run()
     finally:
+        if run is not None:
+            run.close()
         ctx.close()
 
 
@@ -44,6 +48,7 @@ class _Run:
     def __init__(self, config: TrainConfig, ctx: Distributed) -> None:
         self.config, self.ctx = config, ctx
         self.attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        self.launch = 0  # starts of this run before this one (torchrun restarts or reruns)
         self.out = Path(config.out)
         self.checkpoints = Checkpoints(self.out / "checkpoints", config.keep_checkpoints)
         if ctx.device.type == "cpu":
@@ -87,13 +92,14 @@ class _Run:
 
     def resume(self) -> dict[str, Any] | None:
         """Load the latest good checkpoint (rank 0 picks it, every rank reads it)."""
-        path = None
+        path, launch = None, 0
         if self.ctx.rank == 0:
             self.checkpoints.remove_temporaries()
-            found = self.checkpoints.paths()
-            latest = self.checkpoints.latest() if found else None
+            latest = self.checkpoints.latest()
             path = None if latest is None else str(latest[0])
-        path = self.ctx.broadcast_object(path)
+            starts = read_jsonlines(self.out / "metrics.jsonl")
+            launch = sum(1 for r in starts if r.get("event") == "start")
+        path, self.launch = self.ctx.broadcast_object((path, launch))
         if path is None:
             return None
         state = self.checkpoints.load(path)
@@ -121,11 +127,11 @@ class _Run:
         return {"path": path, **{k: state[k] for k in ("step", "samples_seen", "world")}}
 
     def replayed(self, resumed_step: int) -> dict[str, int]:
-        """Steps and samples trained after the checkpoint by earlier attempts (lost work)."""
+        """Steps and samples trained after the checkpoint by earlier launches (lost work)."""
         last, samples = resumed_step, 0
         for path in sorted(self.out.glob("samples-rank*.jsonl")):
             for rec in read_jsonlines(path):
-                if rec["attempt"] < self.attempt and rec["step"] > resumed_step:
+                if rec["launch"] < self.launch and rec["step"] > resumed_step:
                     last = max(last, int(rec["step"]))
                     samples += len(rec["ids"]) if rec["tp_rank"] == 0 else 0
         return {"steps": last - resumed_step, "samples": samples}
@@ -138,6 +144,7 @@ class _Run:
         self.t0 = time.perf_counter()
         start = {
             "event": "start",
+            "launch": self.launch,
             "attempt": self.attempt,
             "world_size": ctx.world_size,
             "dp_size": ctx.dp_size,
@@ -157,9 +164,9 @@ class _Run:
                 f"now {ctx.world_size})"
                 + (
                     f"; {gap['steps']} steps ({gap['samples']:,} samples) after it were "
-                    "lost with the previous attempt and are trained again"
+                    "lost with the previous launch and are trained again"
                     if gap
-                    else f"; at most {config.checkpoint_every} steps of the previous attempt "
+                    else f"; at most {config.checkpoint_every} steps of the previous launch "
                     "are trained again"
                 )
             )
@@ -338,7 +345,7 @@ class _Run:
         tp_rank = 0 if self.ctx.mesh is None else self.ctx.mesh.get_local_rank("tp")
         self.samples.write(
             {
-                "attempt": self.attempt,
+                "launch": self.launch,
                 "step": self.step,
                 "epoch": epoch,
                 "rank": self.ctx.rank,
@@ -353,7 +360,7 @@ class _Run:
         if (
             c.kill_at_step
             and self.step == c.kill_at_step
-            and self.attempt == 0
+            and self.launch == 0
             and self.ctx.rank == c.kill_rank
         ):
             self.say(
@@ -361,6 +368,11 @@ class _Run:
                 every=True,
             )
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def close(self) -> None:
+        for log in (self.metrics, self.samples):
+            if log is not None:
+                log.close()
 
     def wall(self) -> float:
         return self.elapsed_before + time.perf_counter() - self.t0
