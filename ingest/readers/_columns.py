@@ -300,11 +300,20 @@ def _looks_numeric(text: pa.Array) -> bool:
 def _decimal_ns(text: pa.Array, unit_ns: int) -> pa.Array:
     """Exact ns from decimal text in ``unit_ns`` units (no float rounding)."""
     parts = pc.extract_regex(text, _DECIMAL)
-    whole = pc.cast(pc.struct_field(parts, "int"), pa.int64())
+    # Out-of-range values (more digits than int64 holds, or past int64 ns) become null:
+    # the caller flags nulls as "not a timestamp", so the row is quarantined, not lost.
+    whole, _ = safe_cast(
+        pc.struct_field(parts, "int").combine_chunks()
+        if isinstance(parts, pa.ChunkedArray)
+        else pc.struct_field(parts, "int"),
+        pa.int64(),
+    )
+    limit = np.iinfo(np.int64).max // unit_ns - 1
+    whole = pc.if_else(pc.less_equal(pc.abs(whole), limit), whole, None)
     frac = pc.utf8_rpad(pc.struct_field(parts, "frac"), 9, "0")
     frac_ns = pc.divide(pc.multiply(pc.cast(frac, pa.int64()), unit_ns), 10**9)
     sign = pc.if_else(pc.starts_with(pc.struct_field(parts, "int"), "-"), -1, 1)
-    ns = pc.add(pc.multiply_checked(whole, unit_ns), pc.multiply(sign, frac_ns))
+    ns = pc.add(pc.multiply(whole, unit_ns), pc.multiply(sign, frac_ns))
     return pc.if_else(pc.is_valid(parts), ns, None)
 
 

@@ -14,7 +14,7 @@ import pyarrow.csv as pacsv
 from ._base import REJECT_SCHEMA
 from ._columns import Bad
 
-__all__ = ["InvalidRows", "Rejects", "table_rejects"]
+__all__ = ["InvalidRows", "LineMismatchError", "Rejects", "table_rejects"]
 
 #: ``(number among non-blank lines, 1-based; expected fields; actual fields)``
 InvalidRows = list[tuple[int, int, int]]
@@ -30,6 +30,10 @@ def _message(source: str, row: int, bad: Bad, value: str) -> str:
     return (
         f"{source} row {row}: column {bad.column!r} value {value!r} {bad.reason} (rule: {bad.rule})"
     )
+
+
+class LineMismatchError(RuntimeError):
+    """pyarrow's rows and our lines of a block do not line up (e.g. a lone ``\\r``)."""
 
 
 class Rejects:
@@ -49,7 +53,8 @@ class Rejects:
         self.n_invalid += 1
         return "skip"
 
-    def _spans(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def spans(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Start and end (exclusive, before ``\\n``) byte offsets of each line of the block."""
         if self._spans_cache is None:
             self._spans_cache = self._compute_spans()
         return self._spans_cache
@@ -64,7 +69,7 @@ class Rejects:
 
     def line(self, index: int) -> str:
         """The text of 0-based line ``index`` of the block, without its line ending."""
-        starts, ends = self._spans()
+        starts, ends = self.spans()
         text = bytes(self.block[starts[index] : ends[index]]).rstrip(b"\r")
         return text.decode("utf-8", errors="backslashreplace")
 
@@ -87,7 +92,7 @@ class Rejects:
         if self.n_invalid == 0 and not self._has_blank_line(n_table):
             self.n_lines = n_table
             return np.arange(n_table, dtype=np.int64)
-        starts, ends = self._spans()
+        starts, ends = self.spans()
         self.n_lines = len(starts)
         stripped = (
             ends - starts - (np.frombuffer(self.block, np.uint8)[np.maximum(ends - 1, 0)] == 13)
@@ -105,11 +110,16 @@ class Rejects:
                 {"row": row, "rule": "field_count", "message": message, "raw": self.line(line)}
             )
         table_lines = np.setdiff1d(nonblank, bad_lines, assume_unique=True)
-        if len(table_lines) != n_table:  # pragma: no cover - would be a pyarrow change
-            raise RuntimeError(
+        if len(table_lines) != n_table:  # the caller parses the block line by line
+            raise LineMismatchError(
                 f"{self.source}: {n_table} rows parsed from {len(table_lines)} lines"
             )
         return table_lines
+
+    def reject(self, row: int, rule: str, why: str, line: int) -> None:
+        """Record that line ``line`` (row ``row``) was not decoded at all."""
+        message = f"{self.source} row {row}: {why} (rule: {rule})"
+        self.records.append({"row": row, "rule": rule, "message": message, "raw": self.line(line)})
 
     def add_bad(
         self, bads: Sequence[Bad], positions: npt.NDArray[np.int64]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 
-from ticktensor.errors import ConfigError
+from ticktensor.errors import ConfigError, InputError, TickTensorError
 from ticktensor.ingest._sources import Input
 from ticktensor.schemas import EventKind
 
@@ -15,7 +16,7 @@ from ._base import EventBatch, ReadOptions
 from ._columns import convert, plan_columns
 from ._rejects import table_rejects
 
-__all__ = ["decode_batches", "kind_of"]
+__all__ = ["decode_batches", "guard", "kind_of"]
 
 _KIND_KEY = b"ticktensor.kind"
 
@@ -26,7 +27,13 @@ def kind_of(source: Input, options: ReadOptions, schema: pa.Schema) -> EventKind
         return options.kind
     recorded = (schema.metadata or {}).get(_KIND_KEY)
     if recorded is not None:
-        return EventKind(recorded.decode())
+        try:
+            return EventKind(recorded.decode())
+        except (UnicodeDecodeError, ValueError):
+            raise ConfigError(
+                f"{source.url}: metadata {_KIND_KEY.decode()} = {recorded[:40]!r} is not an "
+                "event kind; pass --schema"
+            ) from None
     kinds = ", ".join(k.value for k in EventKind)
     raise ConfigError(f"{source.url}: pass an event kind (--schema): one of {kinds}")
 
@@ -45,7 +52,11 @@ def decode_batches(
     kind = kind_of(source, options, schema)
     plan = plan_columns(kind, schema.names, options, source.name)
     start = 1
-    for batch in batches(plan.file_columns):
+    for number, batch in enumerate(batches(plan.file_columns), 1):
+        try:  # IPC and Parquet buffers are not checked on read: corrupt ones can crash compute
+            batch.validate(full=True)
+        except pa.ArrowInvalid as exc:
+            raise InputError(f"{source.url}: record batch {number} is corrupt ({exc})") from None
         table = pa.Table.from_batches([batch])
         rows = np.arange(start, start + table.num_rows, dtype=np.int64)
         start += table.num_rows
@@ -55,3 +66,22 @@ def decode_batches(
             canonical = canonical.filter(pa.array(keep))
             rows = rows[keep]
         yield EventBatch(kind, canonical, rows, rejects=rejects)
+
+
+_T = TypeVar("_T")
+
+
+def guard(url: str, what: str, items: Iterator[_T]) -> Iterator[_T]:
+    """``items``, with pyarrow's decoding errors raised as :class:`InputError` naming ``url``.
+
+    pyarrow reports a corrupt footer, Thrift header or IPC message as ``ArrowInvalid``,
+    ``OSError`` or ``UnicodeDecodeError``; for an input file each means "not a readable
+    ``what`` file", which the job reports with the file's name.
+    """
+    try:
+        yield from items
+    except TickTensorError:
+        raise
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{url}: not a readable {what} file ({reason})") from exc

@@ -9,7 +9,7 @@ import pyarrow as pa
 from ticktensor.ingest._sources import Input
 
 from ._base import EventBatch, Reader, ReadOptions
-from ._tabular import decode_batches
+from ._tabular import decode_batches, guard
 
 __all__ = ["ArrowReader"]
 
@@ -34,6 +34,9 @@ class ArrowReader(Reader):
 
     def read(self, source: Input, options: ReadOptions) -> Iterator[EventBatch]:
         """Decode ``source`` in batches of at most ``options.batch_rows`` rows."""
+        yield from guard(source.url, "Arrow IPC", self._read(source, options))
+
+    def _read(self, source: Input, options: ReadOptions) -> Iterator[EventBatch]:
         if source.head(len(_FILE_MAGIC)) == _FILE_MAGIC:
             with source.open_seekable() as file:
                 reader = pa.ipc.open_file(file)

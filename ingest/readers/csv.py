@@ -26,16 +26,19 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from ticktensor.errors import ConfigError, SchemaError
+from ticktensor.errors import ConfigError, InputError, SchemaError
 from ticktensor.ingest._sources import Input
 from ticktensor.schemas import EventKind, schema_for
 
 from ._base import EventBatch, Reader, ReadOptions
 from ._columns import NULL_VALUES, Bad, ColumnPlan, convert, plan_columns, safe_cast
-from ._rejects import InvalidRows, Rejects
+from ._csv_lines import parse_lines
+from ._rejects import InvalidRows, LineMismatchError, Rejects
 
 __all__ = ["CsvReader"]
 
+#: Longest line accepted (a market data line is well under 1 KiB).
+MAX_LINE_BYTES = 16 << 20
 _MAX_BLOCK = 32 << 20  # bytes per block: bounded memory; reading overlaps parsing
 
 
@@ -80,13 +83,13 @@ class _CsvDecoder:
         self.next_row = 1
 
     def decode(self, stream: IO[bytes]) -> Iterator[EventBatch]:
-        data = _read_line(stream, b"")
+        data = _read_line(stream, b"", self.source.url)
         if data.startswith(b"\xef\xbb\xbf"):
             data = data[3:]
         if self.fmt.header:
             header, _, data = data.partition(b"\n")
             names = self._fields(header)
-            data = _read_line(stream, data)
+            data = _read_line(stream, data, self.source.url)
         else:
             names = [str(i) for i in range(len(self._fields(data.partition(b"\n")[0])))]
         if not data.strip(b"\r\n") and not names:
@@ -95,7 +98,7 @@ class _CsvDecoder:
         first = self._fields(data.partition(b"\n")[0]) if data.strip(b"\r\n") else []
         self._setup(names, plan, first)
         self.per_row = max(len(data.partition(b"\n")[0]) + 1, 8)
-        for block in _prefetch(_blocks(stream, data, self._block_bytes)):
+        for block in _prefetch(_blocks(stream, data, self._block_bytes, self.source.url)):
             batches = list(self._decode_block(block, plan))
             rows = sum(b.table.num_rows for b in batches)
             self.per_row = max(1, len(block) // max(rows, 1))
@@ -135,7 +138,13 @@ class _CsvDecoder:
             return pa.int64()
         return pa.string()
 
-    def _read(self, block: memoryview, types: dict[str, pa.DataType], rejects: Rejects) -> pa.Table:
+    def _read(
+        self,
+        block: memoryview,
+        types: dict[str, pa.DataType],
+        rejects: Rejects,
+        handler: bool = True,
+    ) -> pa.Table:
         convert_opts = pacsv.ConvertOptions(
             column_types=types,
             include_columns=self.plan.file_columns,
@@ -143,7 +152,8 @@ class _CsvDecoder:
             strings_can_be_null=False,
         )
         parse = pacsv.ParseOptions(
-            delimiter=self.fmt.delimiter, invalid_row_handler=rejects.invalid_row
+            delimiter=self.fmt.delimiter,
+            invalid_row_handler=rejects.invalid_row if handler else None,
         )
         return pacsv.read_csv(
             pa.py_buffer(block),
@@ -155,16 +165,34 @@ class _CsvDecoder:
     def _decode_block(self, block: memoryview, plan: ColumnPlan) -> Iterator[EventBatch]:
         first_row = self.next_row
         rejects = Rejects(self.source.url, block, first_row)
+        # pyarrow cannot hand a non-UTF-8 malformed line to the invalid-row handler (it
+        # fails inside the callback): such blocks parse without one, and a malformed line
+        # then sends the block to the line-by-line parser.
+        utf8 = _is_utf8(block)
         try:
-            table = self._read(block, self.types, rejects)
+            table = self._read(block, self.types, rejects, handler=utf8)
         except pa.ArrowInvalid:
             rejects = Rejects(self.source.url, block, first_row)
             as_bytes = dict.fromkeys(plan.file_columns, pa.binary())
-            table = self._read(block, as_bytes, rejects)
-            table, encoding = self._to_text(table)
+            try:
+                table = self._read(block, as_bytes, rejects, handler=utf8)
+                table, encoding = self._to_text(table)
+                positions = rejects.positions(table.num_rows, self._recount)
+            except (pa.ArrowInvalid, LineMismatchError):
+                rejects = Rejects(self.source.url, block, first_row)
+                table, positions = parse_lines(
+                    block, self.names, plan.file_columns, self.fmt.delimiter, rejects
+                )
+                encoding = []
         else:
             encoding = []
-        positions = rejects.positions(table.num_rows, self._recount)
+            try:
+                positions = rejects.positions(table.num_rows, self._recount)
+            except LineMismatchError:
+                rejects = Rejects(self.source.url, block, first_row)
+                table, positions = parse_lines(
+                    block, self.names, plan.file_columns, self.fmt.delimiter, rejects
+                )
         self.next_row += rejects.n_lines
         canonical, bads = convert(table, plan)
         keep = rejects.add_bad(encoding + bads, positions)
@@ -203,17 +231,41 @@ class _CsvDecoder:
         return pa.Table.from_arrays(columns, names=table.column_names), bads
 
 
-def _read_line(stream: IO[bytes], data: bytes) -> bytes:
+def _is_utf8(block: memoryview) -> bool:
+    """Whether ``block`` is valid UTF-8 (Arrow's vectorized check, no copy)."""
+    offsets = pa.py_buffer(np.array([0, len(block)], dtype=np.int64))
+    array = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(block)])
+    try:
+        array.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _read_line(stream: IO[bytes], data: bytes, url: str) -> bytes:
     """``data`` extended from ``stream`` until it holds a whole line (or the stream ends)."""
     while b"\n" not in data:
         more = stream.read(1 << 16)
         if not more:
             break
         data += more
+        _check_line(len(data), url)
     return data
 
 
-def _blocks(stream: IO[bytes], data: bytes, size: Callable[[], int]) -> Iterator[memoryview]:
+def _check_line(length: int, url: str) -> None:
+    """A line longer than ``MAX_LINE_BYTES`` means the input is not line-oriented text
+    (or a decompression bomb): stop before it exhausts memory."""
+    if length > MAX_LINE_BYTES:
+        raise InputError(
+            f"{url}: more than {MAX_LINE_BYTES >> 20} MiB without a line break; "
+            "not a line-oriented text file (rule: max_line_bytes)"
+        )
+
+
+def _blocks(
+    stream: IO[bytes], data: bytes, size: Callable[[], int], url: str
+) -> Iterator[memoryview]:
     """Cut ``data`` + the rest of ``stream`` into blocks of whole lines, ``size()`` bytes.
 
     Blocks are views of the bytes read (no copy); only the partial last line is copied
@@ -229,6 +281,7 @@ def _blocks(stream: IO[bytes], data: bytes, size: Callable[[], int]) -> Iterator
         buffer = carry + more if carry else more
         cut = buffer.rfind(b"\n")
         if cut < 0:
+            _check_line(len(buffer), url)
             carry = buffer
             continue
         yield memoryview(buffer)[: cut + 1]

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ticktensor.errors import ConfigError
+from ticktensor.errors import ConfigError, InputError
 from ticktensor.ingest._sources import Input
 from ticktensor.ingest.readers._base import REJECT_SCHEMA, EventBatch, Reader, ReadOptions
 from ticktensor.schemas import EventKind, schema_for
@@ -23,6 +23,8 @@ __all__ = ["DbnReader"]
 INT64_MAX = np.iinfo(np.int64).max
 UINT64_MAX = np.iinfo(np.uint64).max
 _PRICE_SCALE = 1e9
+#: Largest metadata header accepted (symbol mappings of a whole venue fit many times over).
+MAX_METADATA_BYTES = 64 << 20
 _SCHEMA_NAMES = {
     0: "mbo", 1: "mbp-1", 2: "mbp-10", 3: "tbbo", 4: "trades", 5: "ohlcv-1s", 6: "ohlcv-1m",
     7: "ohlcv-1h", 8: "ohlcv-1d", 9: "definition", 10: "statistics", 11: "status",
@@ -105,9 +107,21 @@ def _read_metadata(stream: IO[bytes], url: str) -> _Metadata:
     version, (length,) = prelude[3], struct.unpack("<I", prelude[4:8])
     if version not in (1, 2, 3):
         raise ConfigError(f"{url}: DBN version {version} is not supported (1, 2, 3 are)")
+    if length > MAX_METADATA_BYTES:
+        raise InputError(
+            f"{url}: DBN metadata length {length:,} bytes exceeds the {MAX_METADATA_BYTES >> 20} "
+            "MiB limit (corrupt header?)"
+        )
     body = stream.read(length)
     if len(body) < length:
         raise ConfigError(f"{url}: DBN metadata truncated ({len(body)} of {length} bytes)")
+    try:
+        return _parse_metadata(version, length, body)
+    except (struct.error, ValueError, OverflowError) as exc:
+        raise InputError(f"{url}: DBN metadata is corrupt ({exc})") from None
+
+
+def _parse_metadata(version: int, length: int, body: bytes) -> _Metadata:
     dataset = _cstr(body[:16])
     (schema_id,) = struct.unpack_from("<H", body, 16)
     pos = 16 + 2 + 24 + (8 if version == 1 else 0)  # dataset, schema, start/end/limit, count
@@ -175,7 +189,9 @@ def _side(chars: npt.NDArray[np.uint8]) -> npt.NDArray[np.int8]:
 
 
 def _chars(values: npt.NDArray[np.uint8]) -> pa.Array:
-    return pa.array(np.ascontiguousarray(values).view("S1"), type=pa.binary()).cast(pa.string())
+    """One-byte codes as text; a non-ASCII byte (corrupt) becomes ``?``, which no rule accepts."""
+    ascii_ = np.where(values < 0x80, values, ord("?")).astype(np.uint8)
+    return pa.array(ascii_.view("S1"), type=pa.binary()).cast(pa.string())
 
 
 class DbnReader(Reader):

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from ticktensor.ingest._sources import Input
 
 from ._base import EventBatch, Reader, ReadOptions
-from ._tabular import decode_batches
+from ._tabular import decode_batches, guard
 
 __all__ = ["ParquetReader"]
 
@@ -34,6 +34,9 @@ class ParquetReader(Reader):
 
     def read(self, source: Input, options: ReadOptions) -> Iterator[EventBatch]:
         """Decode ``source`` in batches of at most ``options.batch_rows`` rows."""
+        yield from guard(source.url, "Parquet", self._read(source, options))
+
+    def _read(self, source: Input, options: ReadOptions) -> Iterator[EventBatch]:
         with source.open_seekable() as file:
             parquet = pq.ParquetFile(file)
             schema = parquet.schema_arrow

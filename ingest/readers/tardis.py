@@ -122,6 +122,15 @@ class TardisReader(Reader):
                 f"{source.url}: requested kind {kind.value!r} but tardis dataset {dataset!r} "
                 f"maps to {', '.join(k.value for k in kinds)}"
             )
+        unpaired = [
+            c
+            for c in header
+            if c.endswith("].price") and c[: -len("price")] + "amount" not in header
+        ]
+        if unpaired:
+            raise ConfigError(
+                f"{source.url}: tardis header has {unpaired[0]} without its amount column"
+            )
         numbers: dict[str, pa.DataType] = {"timestamp": pa.int64(), "local_timestamp": pa.int64()}
         numbers |= {c: pa.float64() for c in header if c.endswith(("price", "amount"))}
         books: dict[str, _Book] = {}
