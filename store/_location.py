@@ -16,7 +16,9 @@ from fsspec.implementations.local import LocalFileSystem
 from zarr.abc.store import Store as ZarrStore
 from zarr.storage import FsspecStore, LocalStore
 
-__all__ = ["Location", "safe_component"]
+from ticktensor.errors import StoreCorruptError
+
+__all__ = ["Location", "check_relative", "safe_component"]
 
 
 def safe_component(name: str) -> str:
@@ -31,6 +33,33 @@ def safe_component(name: str) -> str:
     if encoded in {".", ".."}:
         encoded = encoded.replace(".", "%2E")
     return encoded
+
+
+def check_relative(rel: object, where: str, *, prefix: str = "") -> str:
+    """``rel`` if it is a safe relative path inside a store (below ``prefix``), else raise.
+
+    Paths come from manifests, which are data: one must not name a file outside the
+    store (absolute paths, ``..``, backslashes, NUL) or outside its area (``segments/``,
+    ``events/``). Raises :class:`~ticktensor.errors.StoreCorruptError` naming ``where``.
+    """
+    parts = rel.split("/") if isinstance(rel, str) else []
+    bad = (
+        not parts
+        or not isinstance(rel, str)
+        or rel.startswith("/")
+        or "\\" in rel
+        or "\0" in rel
+        or ":" in parts[0]
+        or any(p in {"", ".", ".."} for p in parts)
+        or not rel.startswith(prefix)
+    )
+    if bad:
+        area = f" below {prefix!r}" if prefix else ""
+        raise StoreCorruptError(
+            f"{where}: path {rel!r} is not a relative path inside the store{area} "
+            "(rule: store_relative_path)"
+        )
+    return str(rel)
 
 
 @dataclass(frozen=True)
@@ -65,6 +94,34 @@ class Location:
     def path(self, rel: str) -> str:
         """The filesystem path of ``rel`` (a ``/``-separated path inside the store)."""
         return f"{self.root}/{rel}" if rel else self.root
+
+    def check_inside(self, rel: str) -> None:
+        """On a local store, refuse ``rel`` when a symlink leads it outside the store root.
+
+        Raises :class:`~ticktensor.errors.StoreCorruptError` naming the path.
+        """
+        if not self.is_local:
+            return
+        root = os.path.realpath(self.root)
+        real = os.path.realpath(self.path(rel))
+        if real != root and not real.startswith(root.rstrip("/") + "/"):
+            raise StoreCorruptError(
+                f"{self.display(rel)}: resolves to {real}, outside the store root {root} "
+                "(a symlink?; rule: store_relative_path)"
+            )
+
+    def find_links(self, rel: str) -> list[str]:
+        """Symlinks at or below ``rel`` on a local store (relative to the store root)."""
+        if not self.is_local:
+            return []
+        top = self.path(rel)
+        found = [rel] if os.path.islink(top) else []
+        for base, dirs, files in os.walk(top):
+            for name in dirs + files:
+                full = os.path.join(base, name)
+                if os.path.islink(full):
+                    found.append(os.path.relpath(full, self.root))
+        return found
 
     def display(self, rel: str) -> str:
         """``rel`` as a URL a user can paste (used in error messages)."""

@@ -10,6 +10,8 @@ from typing import Any
 
 from ticktensor.errors import FormatVersionError, StoreCorruptError
 
+from ._location import check_relative
+
 __all__ = [
     "FORMAT_VERSION",
     "FeatureStats",
@@ -18,6 +20,7 @@ __all__ = [
     "SegmentRecord",
     "SourceFile",
     "TableRecord",
+    "load_json",
     "sha256_hex",
 ]
 
@@ -170,10 +173,12 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> Manifest:
-        try:
-            doc = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise StoreCorruptError(f"{where}: manifest is not valid JSON ({exc})") from exc
+        """Parse and check a manifest; anything malformed raises ``StoreCorruptError``.
+
+        Manifests are data read from storage: every field is type-checked and every
+        path must stay inside the store (``segments/``, ``events/``).
+        """
+        doc = load_json(data, where, "manifest")
         if not isinstance(doc, dict) or doc.get("format") != "ticktensor.manifest":
             raise StoreCorruptError(f"{where}: not a ticktensor manifest")
         fv = doc.get("format_version")
@@ -182,24 +187,92 @@ class Manifest:
                 f"{where}: manifest format version {fv!r}; this ticktensor reads {FORMAT_VERSION}"
             )
         try:
-            return cls(
-                version=int(doc["version"]),
-                parent=doc["parent"],
-                parent_sha256=doc["parent_sha256"],
-                created=doc["created"],
-                message=doc["message"],
-                feature_names=tuple(doc["feature_names"]),
-                label_names=tuple(doc["label_names"]),
+            features = _names(doc["feature_names"])
+            labels = _names(doc["label_names"])
+            parent = doc["parent"]
+            manifest = cls(
+                version=_int(doc["version"]),
+                parent=None if parent is None else _int(parent),
+                parent_sha256=None if doc["parent_sha256"] is None else _hex(doc["parent_sha256"]),
+                created=_str(doc["created"]),
+                message=_str(doc["message"]),
+                feature_names=features,
+                label_names=labels,
                 stats=None if doc["stats"] is None else _stats_from_dict(doc["stats"]),
-                attributes=doc["attributes"],
-                segments=tuple(
-                    _segment_from_dict(s, tuple(doc["feature_names"]), tuple(doc["label_names"]))
-                    for s in doc["segments"]
-                ),
+                attributes=_dict(doc["attributes"]),
+                segments=tuple(_segment_from_dict(s, features, labels) for s in doc["segments"]),
                 tables=tuple(_table_from_dict(t) for t in doc["tables"]),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreCorruptError(f"{where}: manifest field missing or malformed: {exc}") from exc
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
+            raise StoreCorruptError(
+                f"{where}: manifest field missing or malformed: {type(exc).__name__} {exc}"
+            ) from None
+        for seg in manifest.segments:
+            what = f"{where}: segment {seg.symbol}/{seg.session}"
+            check_relative(seg.path, what, prefix="segments/")
+            for name in seg.files:
+                check_relative(name, f"{what} file")
+        for tab in manifest.tables:
+            check_relative(tab.path, f"{where}: {tab.kind} table {tab.symbol}", prefix="events/")
+        return manifest
+
+
+def load_json(data: bytes, where: str, what: str) -> Any:
+    """Strict JSON of a store file: UTF-8, no NaN/Infinity, bounded nesting.
+
+    Raises :class:`StoreCorruptError` naming ``where`` for anything else.
+    """
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:  # JSON and UTF-8 errors are ValueErrors
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise StoreCorruptError(f"{where}: {what} is not valid JSON ({reason})") from None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not allowed")
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {value!r:.60}")
+    return value
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r:.60}")
+    return value
+
+
+def _hex(value: object) -> str:
+    text = _str(value)
+    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+        raise ValueError(f"expected a sha256 hex digest, got {text!r:.80}")
+    return text
+
+
+def _dict(value: object) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {value!r:.60}")
+    return value
+
+
+def _list(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {value!r:.60}")
+    return value
+
+
+def _names(value: object) -> tuple[str, ...]:
+    return tuple(_str(v) for v in _list(value))
+
+
+def _entry(value: object) -> FileEntry:
+    sha, size = _list(value)
+    if _int(size) < 0:
+        raise ValueError(f"negative file size {size}")
+    return FileEntry(_hex(sha), size)
 
 
 def _files_to_dict(files: Mapping[str, FileEntry]) -> dict[str, list[Any]]:
@@ -211,7 +284,9 @@ def _sources_to_list(sources: tuple[SourceFile, ...]) -> list[dict[str, Any]]:
 
 
 def _sources_from_list(items: list[dict[str, Any]]) -> tuple[SourceFile, ...]:
-    return tuple(SourceFile(str(s["path"]), str(s["sha256"]), int(s["bytes"])) for s in items)
+    return tuple(
+        SourceFile(_str(s["path"]), _str(s["sha256"]), _int(s["bytes"])) for s in _list(items)
+    )
 
 
 def _segment_to_dict(s: SegmentRecord, m: Manifest) -> dict[str, Any]:
@@ -236,18 +311,22 @@ def _segment_to_dict(s: SegmentRecord, m: Manifest) -> dict[str, Any]:
 def _segment_from_dict(
     d: dict[str, Any], feature_names: tuple[str, ...], label_names: tuple[str, ...]
 ) -> SegmentRecord:
+    d = _dict(d)
+    rows = _int(d["rows"])
+    if rows < 0:
+        raise ValueError(f"negative row count {rows}")
     return SegmentRecord(
         feature_names=feature_names,
         label_names=label_names,
-        symbol=str(d["symbol"]),
-        session=str(d["session"]),
-        path=str(d["path"]),
-        rows=int(d["rows"]),
-        ts_start=int(d["ts_start"]),
-        ts_end=int(d["ts_end"]),
-        layout=dict(d["layout"]),
-        content_hash=str(d["content_hash"]),
-        files={k: FileEntry(str(v[0]), int(v[1])) for k, v in d["files"].items()},
+        symbol=_str(d["symbol"]),
+        session=_str(d["session"]),
+        path=_str(d["path"]),
+        rows=rows,
+        ts_start=_int(d["ts_start"]),
+        ts_end=_int(d["ts_end"]),
+        layout=_dict(d["layout"]),
+        content_hash=_hex(d["content_hash"]),
+        files={_str(k): _entry(v) for k, v in _dict(d["files"]).items()},
         sources=_sources_from_list(d["sources"]),
     )
 
@@ -267,15 +346,16 @@ def _table_to_dict(t: TableRecord) -> dict[str, Any]:
 
 
 def _table_from_dict(d: dict[str, Any]) -> TableRecord:
+    d = _dict(d)
     return TableRecord(
-        kind=str(d["kind"]),
-        symbol=str(d["symbol"]),
-        session=str(d["session"]),
-        path=str(d["path"]),
-        rows=int(d["rows"]),
-        ts_start=None if d["ts_start"] is None else int(d["ts_start"]),
-        ts_end=None if d["ts_end"] is None else int(d["ts_end"]),
-        file=FileEntry(str(d["file"][0]), int(d["file"][1])),
+        kind=_str(d["kind"]),
+        symbol=_str(d["symbol"]),
+        session=_str(d["session"]),
+        path=_str(d["path"]),
+        rows=_int(d["rows"]),
+        ts_start=None if d["ts_start"] is None else _int(d["ts_start"]),
+        ts_end=None if d["ts_end"] is None else _int(d["ts_end"]),
+        file=_entry(d["file"]),
         sources=_sources_from_list(d["sources"]),
     )
 
@@ -291,11 +371,18 @@ def _stats_to_dict(s: FeatureStats) -> dict[str, Any]:
 
 
 def _stats_from_dict(d: dict[str, Any]) -> FeatureStats:
-    start, end = d["period"]
+    d = _dict(d)
+    start, end = _list(d["period"])
     return FeatureStats(
-        names=tuple(d["names"]),
-        mean=tuple(float(x) for x in d["mean"]),
-        std=tuple(float(x) for x in d["std"]),
-        count=int(d["count"]),
-        period=(int(start), int(end)),
+        names=_names(d["names"]),
+        mean=tuple(_float(x) for x in _list(d["mean"])),
+        std=tuple(_float(x) for x in _list(d["std"])),
+        count=_int(d["count"]),
+        period=(_int(start), _int(end)),
     )
+
+
+def _float(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, got {value!r:.60}")
+    return float(value)

@@ -14,11 +14,19 @@ import zarr
 
 from ticktensor.errors import SchemaError, StoreCorruptError
 
+from ._guard import GuardedStore
 from ._layout import Layout
 from ._location import Location, safe_component
 from ._manifest import FORMAT_VERSION, FileEntry, SegmentRecord, SourceFile, sha256_hex
 
-__all__ = ["SegmentArrays", "hash_files", "open_segment", "segment_content_hash", "write_segment"]
+__all__ = [
+    "SegmentArrays",
+    "hash_files",
+    "open_segment",
+    "read_array",
+    "segment_content_hash",
+    "write_segment",
+]
 
 
 @dataclass(frozen=True)
@@ -199,17 +207,93 @@ def hash_files(location: Location, rel: str) -> dict[str, FileEntry]:
     return out
 
 
-def open_segment(location: Location, record: SegmentRecord) -> SegmentArrays:
-    """Open a segment's arrays read-only with zarr-python."""
-    where = location.display(record.path)
+def open_segment(
+    location: Location, record: SegmentRecord, *, verify_chunks: bool = False
+) -> SegmentArrays:
+    """Open a segment's arrays read-only with zarr-python, behind the chunk guard.
+
+    The group must stay inside the store (no symlinks), its metadata must match the
+    manifest's hashes and describe the record's shape, dtype, chunking and codec; each
+    chunk is then checked as it is read (see :class:`GuardedStore`).
+    """
+    where = f"segment {record.symbol}/{record.session} ({location.display(record.path)})"
+    location.check_inside(record.path)
+    links = location.find_links(record.path)
+    if links:
+        raise StoreCorruptError(
+            f"{where}: {links[0]} is a symlink; a store holds plain files only "
+            "(rule: store_relative_path)"
+        )
     try:
-        group = zarr.open_group(location.zarr_store(record.path, read_only=True), mode="r")
+        layout = Layout.from_dict(dict(record.layout))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreCorruptError(f"{where}: layout {dict(record.layout)} is malformed") from exc
+    rows = min(layout.chunk_rows, max(record.rows, 1))
+    shapes = {
+        "ts": ((record.rows,), (rows,)),
+        "values": ((record.rows, len(record.feature_names)), (rows, len(record.feature_names))),
+        "labels": ((record.rows, len(record.label_names)), (rows, len(record.label_names))),
+    }
+    limits = {name: int(np.prod(s[1])) * (8 if name == "ts" else 4) for name, s in shapes.items()}
+    store = GuardedStore(
+        location.zarr_store(record.path, read_only=True),
+        files=record.files,
+        codec=layout.codec.value,
+        limits=limits,
+        where=f"segment {record.symbol}/{record.session}",
+        verify_chunks=verify_chunks,
+    )
+    try:
+        group = zarr.open_group(store, mode="r")
+        has_labels = "labels" in group
+        arrays = {
+            name: _array(group, name, where)
+            for name in ("ts", "values", "labels")
+            if name != "labels" or has_labels
+        }
+    except StoreCorruptError:
+        raise
     except FileNotFoundError as exc:
         raise StoreCorruptError(f"{where}: segment group is missing") from exc
-    labels = _array(group, "labels", where) if "labels" in group else None
-    return SegmentArrays(
-        ts=_array(group, "ts", where), values=_array(group, "values", where), labels=labels
-    )
+    except Exception as exc:  # zarr's metadata parser: JSON, type and validation errors
+        raise StoreCorruptError(f"{where}: Zarr metadata is malformed ({exc!r:.300})") from exc
+    for name, array in arrays.items():
+        shape, chunks = shapes[name]
+        dtype = np.dtype(np.int64 if name == "ts" else np.float32)
+        _check_array(array, name, shape, chunks, dtype, layout, where)
+    if record.label_names and "labels" not in arrays:
+        raise StoreCorruptError(f"{where}: array 'labels' is missing")
+    return SegmentArrays(ts=arrays["ts"], values=arrays["values"], labels=arrays.get("labels"))
+
+
+_CODEC_CLASSES = {"none": (), "zstd": ("ZstdCodec",), "lz4": ("BloscCodec",)}
+_CODEC_CLASSES["blosc"] = ("BloscCodec",)
+
+
+def _check_array(
+    array: zarr.Array[Any],
+    name: str,
+    shape: tuple[int, ...],
+    chunks: tuple[int, ...],
+    dtype: np.dtype[Any],
+    layout: Layout,
+    where: str,
+) -> None:
+    """The array's metadata must say what the manifest record says (bounded, typed reads)."""
+    try:
+        got = (tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype))
+        codecs = tuple(type(c).__name__ for c in array.compressors)
+        filters = tuple(array.filters)
+    except Exception as exc:  # properties of malformed metadata raise anything
+        why = f"array {name!r} metadata is malformed ({exc!r:.200})"
+        raise StoreCorruptError(f"{where}: {why}") from exc
+    want = (shape, chunks, dtype)
+    if got != want or filters or codecs != _CODEC_CLASSES[layout.codec.value]:
+        raise StoreCorruptError(
+            f"{where}: array {name!r} is shape {list(got[0])}, chunks {list(got[1])}, {got[2]}, "
+            f"codecs {list(codecs)}; the manifest says shape {list(shape)}, chunks "
+            f"{list(chunks)}, {dtype}, codec {layout.codec.value} (rule: segment_metadata)"
+        )
 
 
 def _array(group: zarr.Group, name: str, where: str) -> zarr.Array[Any]:
@@ -220,3 +304,25 @@ def _array(group: zarr.Group, name: str, where: str) -> zarr.Array[Any]:
     if not isinstance(node, zarr.Array):
         raise StoreCorruptError(f"{where}: {name!r} is a group, expected an array")
     return node
+
+
+def read_array(array: zarr.Array[Any], name: str, dtype: type[Any], where: str) -> Any:
+    """The whole array; a decode failure is found again chunk by chunk to name the chunk."""
+    try:
+        return np.asarray(array[...], dtype=dtype)
+    except StoreCorruptError:
+        raise
+    except Exception:  # located below, chunk by chunk
+        pass
+    step = int(array.chunks[0])
+    for i in range(-(-int(array.shape[0]) // step)):
+        key = f"{name}/c/{i}" + ("/0" if array.ndim == 2 else "")
+        try:
+            array[i * step : (i + 1) * step]
+        except StoreCorruptError:
+            raise
+        except Exception as exc:  # numcodecs/zarr decode errors differ per codec
+            raise StoreCorruptError(
+                f"{where} chunk {key}: cannot decode ({exc!r:.200})", [(key, repr(exc))]
+            ) from exc
+    raise StoreCorruptError(f"{where}: array {name!r} cannot be read")

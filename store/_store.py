@@ -30,6 +30,7 @@ from ._manifest import (
     SegmentRecord,
     SourceFile,
     TableRecord,
+    load_json,
     sha256_hex,
 )
 from ._segments import segment_content_hash, segment_path, write_segment
@@ -118,23 +119,23 @@ class Store:
     def open(cls, url: str, *, storage_options: Mapping[str, Any] | None = None) -> Store:
         """Open an existing store for reading and writing."""
         location = Location(str(url), dict(storage_options or {}))
+        where = location.display(STORE_FILE)
         try:
-            header = json.loads(location.read_bytes(STORE_FILE))
+            data = location.read_bytes(STORE_FILE)
         except FileNotFoundError:
             raise StoreNotFoundError(
                 f"{location.display('')}: no ticktensor store here (missing {STORE_FILE}); "
                 "create one with Store.create or `ticktensor demo --out`"
             ) from None
-        except json.JSONDecodeError as exc:
-            raise StoreCorruptError(f"{location.display(STORE_FILE)}: not valid JSON") from exc
-        if header.get("format") != "ticktensor.store":
-            raise StoreCorruptError(f"{location.display(STORE_FILE)}: not a ticktensor store")
+        header = load_json(data, where, "store header")
+        if not isinstance(header, dict) or header.get("format") != "ticktensor.store":
+            raise StoreCorruptError(f"{where}: not a ticktensor store")
         if header.get("format_version") != FORMAT_VERSION:
             raise FormatVersionError(
-                f"{location.display(STORE_FILE)}: store format version "
+                f"{where}: store format version "
                 f"{header.get('format_version')!r}; this ticktensor reads {FORMAT_VERSION}"
             )
-        return cls(location, Layout.from_dict(header["layout"]))
+        return cls(location, _layout(header.get("layout"), where))
 
     @property
     def url(self) -> str:
@@ -156,7 +157,13 @@ class Store:
         return int(self._read_pointer()["version"])
 
     def version(self, version: int | None = None) -> StoreVersion:
-        """A read-only view pinned to ``version`` (default: the latest)."""
+        """A read-only view pinned to ``version`` (default: the latest).
+
+        The latest version's manifest must match the hash in ``latest.json``.
+        """
+        return self._pin(version, check_hash=True)
+
+    def _pin(self, version: int | None, *, check_hash: bool) -> StoreVersion:
         pointer = self._read_pointer()
         latest = int(pointer["version"])
         if version is None:
@@ -166,24 +173,46 @@ class Store:
                 f"{self._location.display('')}: version {version} does not exist "
                 f"(versions 0..{latest})"
             )
-        return StoreVersion(self._location, self._read_manifest(version))
+        manifest = self._read_manifest(version)
+        if check_hash and version == latest:  # the pointer's hash vouches for the manifest
+            rel = manifest_path(version)
+            digest = sha256_hex(self._location.read_bytes(rel))
+            if digest != pointer["sha256"]:
+                raise StoreCorruptError(
+                    f"{self._location.display(rel)}: manifest sha256 {digest[:16]} != recorded "
+                    f"{pointer['sha256'][:16]} in {POINTER_FILE}"
+                )
+        return StoreVersion(self._location, manifest)
 
     def versions(self) -> list[Manifest]:
         """Every published version's manifest, oldest first."""
         return [self._read_manifest(v) for v in range(self.latest_version() + 1)]
 
     def _read_pointer(self) -> dict[str, Any]:
+        where = self._location.display(POINTER_FILE)
         try:
-            pointer: dict[str, Any] = json.loads(self._location.read_bytes(POINTER_FILE))
+            data = self._location.read_bytes(POINTER_FILE)
         except FileNotFoundError:
+            raise StoreCorruptError(f"{where}: version pointer is missing") from None
+        pointer = load_json(data, where, "version pointer")
+        version = pointer.get("version") if isinstance(pointer, dict) else None
+        digest = pointer.get("sha256") if isinstance(pointer, dict) else None
+        if (
+            not isinstance(version, int)
+            or isinstance(version, bool)
+            or version < 0
+            or not isinstance(digest, str)
+            or len(digest) != 64
+        ):
             raise StoreCorruptError(
-                f"{self._location.display(POINTER_FILE)}: version pointer is missing"
-            ) from None
-        except json.JSONDecodeError as exc:
-            raise StoreCorruptError(
-                f"{self._location.display(POINTER_FILE)}: not valid JSON"
-            ) from exc
-        return pointer
+                f"{where}: version pointer is malformed (needs a version >= 0 and a sha256)"
+            )
+        if pointer.get("format_version") not in (None, FORMAT_VERSION):
+            raise FormatVersionError(
+                f"{where}: pointer format version {pointer.get('format_version')!r}; "
+                f"this ticktensor reads {FORMAT_VERSION}"
+            )
+        return dict(pointer)
 
     def _read_manifest(self, version: int) -> Manifest:
         rel = manifest_path(version)
@@ -368,7 +397,7 @@ class Store:
         Raises :class:`~ticktensor.errors.StoreCorruptError` naming each damaged or
         missing chunk; returns a report of what was checked when all is intact.
         """
-        pinned = self.version(version)
+        pinned = self._pin(version, check_hash=False)  # verify reports every problem
         expected = self._expected_manifest_hash(pinned.version)
         return verify_manifest(
             self._location, pinned.manifest, manifest_path(pinned.version), expected, on_file
@@ -421,6 +450,15 @@ def _names(
                 f"{list(first.feature_names)} and labels {list(first.label_names)}"
             )
     return first.feature_names, first.label_names
+
+
+def _layout(doc: object, where: str) -> Layout:
+    try:
+        if not isinstance(doc, dict):
+            raise TypeError(f"expected an object, got {doc!r:.60}")
+        return Layout.from_dict(doc)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # ConfigError is a ValueError
+        raise StoreCorruptError(f"{where}: layout is malformed ({exc})") from None
 
 
 def _now() -> str:

@@ -82,8 +82,20 @@ def write_table(
 
 def read_table(location: Location, record: TableRecord) -> pa.Table:
     """Read a stored event table back as an Arrow table."""
+    where = (
+        f"{record.kind} table {record.symbol}/{record.session} ({location.display(record.path)})"
+    )
+    location.check_inside(record.path)
     try:
         data = location.read_bytes(record.path)
     except FileNotFoundError as exc:
-        raise StoreCorruptError(f"{location.display(record.path)}: table file is missing") from exc
-    return pq.read_table(io.BytesIO(data))
+        raise StoreCorruptError(f"{where}: table file is missing") from exc
+    if len(data) != record.file.bytes or sha256_hex(data) != record.file.sha256:
+        raise StoreCorruptError(
+            f"{where}: content hash mismatch (manifest sha256 {record.file.sha256[:16]}..., "
+            f"{record.file.bytes} bytes; stored {sha256_hex(data)[:16]}..., {len(data)} bytes)"
+        )
+    try:
+        return pq.read_table(io.BytesIO(data))
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+        raise StoreCorruptError(f"{where}: not a readable Parquet file ({exc})") from exc

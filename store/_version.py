@@ -14,7 +14,7 @@ from ticktensor.errors import StoreCorruptError
 from ._layout import Layout
 from ._location import Location
 from ._manifest import FeatureStats, Manifest, SegmentRecord, TableRecord
-from ._segments import SegmentArrays, open_segment, segment_content_hash
+from ._segments import SegmentArrays, open_segment, read_array, segment_content_hash
 from ._tables import read_table
 
 __all__ = ["SegmentData", "StoreVersion"]
@@ -111,13 +111,21 @@ class StoreVersion:
     def read_segment(self, record: SegmentRecord, *, verify: bool = False) -> SegmentData:
         """Read a whole segment into memory.
 
-        With ``verify=True`` the decoded arrays are hashed again and compared with the
-        segment's content hash, so a reader can prove it got exactly what was written.
+        Every file read is checked against the manifest (see :class:`GuardedStore`):
+        missing, resized, unlisted or over-large chunks raise
+        :class:`~ticktensor.errors.StoreCorruptError` naming the chunk. With
+        ``verify=True`` each chunk's sha256 is checked as well, and the decoded arrays are
+        hashed again against the segment's content hash.
         """
-        arrays = self.open_segment(record)
-        ts = np.asarray(arrays.ts[...], dtype=np.int64)
-        values = np.asarray(arrays.values[...], dtype=np.float32)
-        labels = None if arrays.labels is None else np.asarray(arrays.labels[...], np.float32)
+        arrays = open_segment(self._location, record, verify_chunks=verify)
+        where = f"segment {record.symbol}/{record.session} ({self._location.display(record.path)})"
+        ts = read_array(arrays.ts, "ts", np.int64, where)
+        values = read_array(arrays.values, "values", np.float32, where)
+        labels = (
+            None
+            if arrays.labels is None
+            else read_array(arrays.labels, "labels", np.float32, where)
+        )
         if ts.shape[0] != record.rows:
             raise StoreCorruptError(
                 f"{self._location.display(record.path)}: {ts.shape[0]} rows stored, "

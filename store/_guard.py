@@ -1,0 +1,127 @@
+"""The chunk guard: what a reader accepts from storage before zarr decodes it.
+
+Every file of a segment is listed in its manifest record with a size and a sha256.
+:class:`GuardedStore` wraps the zarr store a segment is read through and checks each
+file zarr asks for: a listed file must exist with its recorded size (a missing chunk
+would otherwise read silently as fill values), an unlisted one must not exist, metadata
+(``zarr.json``) must match its hash, and a compressed chunk must not declare more
+decoded bytes than a chunk of the segment holds (no decompression bombs). With
+``verify_chunks`` every chunk is hashed too. Failures raise
+:class:`~ticktensor.errors.StoreCorruptError` naming the segment and the chunk.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+import zstandard
+from zarr.abc.store import ByteRequest
+from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.storage import WrapperStore
+
+from ticktensor.errors import StoreCorruptError
+
+from ._manifest import FileEntry, sha256_hex
+
+__all__ = ["GuardedStore", "check_frame"]
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def check_frame(data: bytes, codec: str, limit: int) -> str | None:
+    """Why ``data`` (one chunk in ``codec``) may not be decoded, or ``None`` if it may.
+
+    ``limit`` is the decoded size of a full chunk. zstd frames must record their
+    content size (zarr's writer always does) and it must not exceed ``limit``; Blosc
+    headers must record at most ``limit`` bytes and their own compressed length.
+    """
+    if codec == "zstd":
+        if not data.startswith(_ZSTD_MAGIC):
+            return "not a zstd frame"
+        try:
+            size = zstandard.frame_content_size(data)
+        except zstandard.ZstdError as exc:
+            return f"bad zstd frame header ({exc})"
+        if size < 0:
+            return "zstd frame does not record its decoded size"
+        if size > limit:
+            return f"zstd frame decodes to {size:,} bytes, a chunk holds {limit:,}"
+    elif codec in ("lz4", "blosc"):
+        if len(data) < 16:
+            return f"Blosc chunk of {len(data)} bytes is shorter than its 16-byte header"
+        nbytes, _, cbytes = struct.unpack_from("<III", data, 4)
+        if nbytes > limit:
+            return f"Blosc chunk decodes to {nbytes:,} bytes, a chunk holds {limit:,}"
+        if cbytes != len(data):
+            return f"Blosc header says {cbytes:,} compressed bytes, the chunk has {len(data):,}"
+    return None
+
+
+class GuardedStore(WrapperStore[Any]):
+    """A read-only zarr store that checks each file against a segment's manifest record.
+
+    ``limits`` maps an array name (``ts``, ``values``, ``labels``) to the decoded size
+    of one of its chunks; ``where`` names the segment in messages.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        files: Mapping[str, FileEntry] | None = None,
+        codec: str = "none",
+        limits: Mapping[str, int] | None = None,
+        where: str = "segment",
+        verify_chunks: bool = False,
+    ) -> None:
+        super().__init__(store)
+        self._files = dict(files or {})
+        self._codec = codec
+        self._limits = dict(limits or {})
+        self._where = where
+        self._verify = verify_chunks
+
+    def _with_store(self, store: Any) -> GuardedStore:
+        return GuardedStore(
+            store,
+            files=self._files,
+            codec=self._codec,
+            limits=self._limits,
+            where=self._where,
+            verify_chunks=self._verify,
+        )
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        try:
+            buf = await super().get(key, prototype, byte_range)
+        except OSError as exc:  # an I/O error names the chunk it hit
+            raise StoreCorruptError(
+                f"{self._where} chunk {key}: cannot read ({exc})", [(key, str(exc))]
+            ) from exc
+        if byte_range is None:
+            self.check(key, None if buf is None else buf.to_bytes())
+        return buf
+
+    def check(self, key: str, data: bytes | None) -> None:
+        """Raise ``StoreCorruptError`` when ``data`` (``None``: absent) is not what is recorded."""
+        entry = self._files.get(key)
+        why = None
+        if entry is None:
+            if data is not None and self._files:
+                why = "file is not listed in the manifest"
+        elif data is None:
+            why = "file is missing"
+        elif len(data) != entry.bytes:
+            why = f"{len(data):,} bytes stored, the manifest records {entry.bytes:,}"
+        elif (key.endswith("zarr.json") or self._verify) and sha256_hex(data) != entry.sha256:
+            why = f"content hash mismatch (manifest sha256 {entry.sha256[:16]}...)"
+        elif not key.endswith("zarr.json"):
+            limit = self._limits.get(key.split("/", 1)[0])
+            if limit is not None:
+                why = check_frame(data, self._codec, limit)
+        if why is not None:
+            raise StoreCorruptError(f"{self._where} chunk {key}: {why}", [(key, why)])
