@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from ticktensor.bench.machine import cpu_model
 from ticktensor.kernels import ThreadPool, WindowGather
-from ticktensor.loaders._bench import cpu_model
 
 Batch = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
 

@@ -1,25 +1,17 @@
-"""Loader throughput on workload D1: ticktensor.DataLoader vs torch over mmap, numpy and memcpy.
+"""Loader throughput on workload D1: the same as ``ticktensor bench loader`` (options alike).
 
-The same as ``ticktensor bench loader``; every figure comes from one run, so the ratios
-compare like with like. Run::
+Every figure comes from one run, so the ratios compare like with like. Run::
 
-    python benchmarks/loader.py                        # D1: 16 x 1,000,000 rows x 32 features
-    python benchmarks/loader.py --rows 100000 --seconds 0.5   # a quick look
+    python benchmarks/loader.py                          # D1: 16 x 1,000,000 rows x 32 features
+    python benchmarks/loader.py --quick                  # 250,000 rows, 0.5 s x 3
+    python benchmarks/loader.py --json out.json --markdown
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
 
-from ticktensor.cli._bench import add_loader_arguments
-from ticktensor.loaders._bench import execute
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_loader_arguments(parser)
-    return execute(parser.parse_args())
-
+from ticktensor.cli import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(["bench", "loader", *sys.argv[1:]]))

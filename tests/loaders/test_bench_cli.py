@@ -1,4 +1,9 @@
-"""``ticktensor bench loader`` on a tiny workload: it runs, prints ratios and writes valid JSON."""
+"""``ticktensor bench`` on a tiny workload: every row filled or skipped with a reason, valid files.
+
+One run of ``bench all`` (the CLI end to end: loader, train, sweeps, ingest, JSON, plot,
+Markdown), then ``bench report`` on its file. Timings are not checked, only that the
+figures are there and consistent; the arithmetic is tested in ``tests/bench``.
+"""
 
 from __future__ import annotations
 
@@ -10,34 +15,100 @@ import pytest
 
 from ticktensor.cli import main
 
-NAMES = ["ticktensor", "torch_mmap_w0", "torch_mmap_w2", "numpy_gather", "memcpy"]
+ISSUE_ROWS = [
+    "ticktensor",
+    "torch_mmap_w0",
+    "torch_mmap_w2",
+    "numpy_gather",
+    "memcpy",
+    "threadpool_mmap",
+    "torch_zarr_w2",
+    "ticktensor_zstd_block",
+    "ticktensor_lz4_block",
+    "zstd_decode_x_threads",
+    "lz4_decode_x_threads",
+    "ticktensor_cold",
+    "seqread_cold",
+]
 KEYS = {"name", "samples_per_s", "gb_per_s", "first_batch_s", "peak_rss_mb"}
 
 
-def test_bench_loader_writes_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "rows.json"
-    argv = ["bench", "loader", "--rows", "20000", "--symbols", "2", "--features", "4"]
-    argv += ["--seconds", "0.2", "--repeats", "1", "--json", str(out)]
-    argv += ["--cache-dir", str(tmp_path / "cache")]
+@pytest.mark.slow
+def test_bench_all_fills_every_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, png = tmp_path / "results.json", tmp_path / "plot.png"
+    argv = ["bench", "all", "--quick", "--rows", "3000", "--symbols", "2", "--features", "4"]
+    argv += ["--window", "16", "--batch", "32", "--chunk-rows", "512", "--seconds", "0.05"]
+    argv += [
+        "--repeats",
+        "1",
+        "--thread-counts",
+        "1",
+        "2",
+        "--step-ms",
+        "1",
+        "--ingest-rows",
+        "2000",
+    ]
+    argv += ["--cache-dir", str(tmp_path / "cache"), "--json", str(out), "--plot", str(png)]
+    argv += ["--markdown"]
     assert main(argv) == 0
-    rows = json.loads(out.read_text())
-    names = [row["name"] for row in rows]
-    assert set(NAMES) <= set(names)
-    assert len(names) == len(set(names))
-    for row in rows:
-        assert set(row) == KEYS
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "ticktensor-bench/1"
+    assert doc["meta"]["command"].startswith("ticktensor bench all --")
+    assert " --quick" in doc["meta"]["command"]
+    assert {"machine", "versions", "git", "date", "workload", "options"} <= set(doc["meta"])
+    assert doc["meta"]["machine"]["cores"] >= 1
+    rows = {row["name"]: row for row in doc["rows"]}
+    assert len(rows) == len(doc["rows"])
+    assert set(ISSUE_ROWS) <= set(rows)
+    for row in rows.values():
+        assert set(row) >= KEYS
+        if row["samples_per_s"] is None:
+            assert row["note"], f"{row['name']} skipped without a reason"
+            continue
         assert row["samples_per_s"] > 0
-        assert math.isfinite(row["samples_per_s"])
+        assert math.isfinite(row["gb_per_s"])
         assert row["gb_per_s"] > 0
-        assert row["peak_rss_mb"] > 0
-        assert (row["first_batch_s"] is None) == (row["name"] == "memcpy")
+    for name in ISSUE_ROWS:
+        assert rows[name]["samples_per_s"] is not None, f"{name}: {rows[name]['note']}"
+    assert {g["verdict"] for g in doc["goals"]} <= {"met", "NOT met"}
+    assert {m["name"] for m in doc["model"]} == {
+        "ticktensor",
+        "ticktensor_zstd_block",
+        "ticktensor_lz4_block",
+        "ticktensor_cold",
+    }
+    assert [t["threads"] for t in doc["threads"]] == [1, 2]
+    assert {(s["name"], s["step_ms"]) for s in doc["stall"]} == {
+        ("ticktensor", 1.0),
+        ("torch_mmap_w2", 1.0),
+    }
+    assert set(doc["sweeps"]) == {"batch", "window", "rows", "codec"}
+    assert [r["name"] for r in doc["ingest"]] == [
+        "ticktensor_csv",
+        "pyarrow_csv_parquet",
+        "pandas_zarr",
+    ]
+    assert png.stat().st_size > 0
     printed = capsys.readouterr().out
-    for ratio in ("ticktensor / torch_mmap_w0", "ticktensor / torch_mmap_w2", "/ numpy_gather"):
-        assert ratio in printed
-    assert "2 symbols x 20,000 rows x 4 float32 features" in printed
-    assert (tmp_path / "cache" / "2x20000x4-seed0" / "READY").exists()  # written once
+    assert "2 series x 3,000 rows x 4 float32 features" in printed
+    assert "| `torch_zarr_w2` | baseline |" in printed  # --markdown
+    assert "goals (ratios from this run):" in printed
+    assert "-bound: " in printed  # the model names the binding limit
+
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n<!-- bench:begin old.json -->\nold\n<!-- bench:end -->\n")
+    assert main(["bench", "report", str(out), "--readme", str(readme)]) == 0
+    assert f"<!-- bench:begin {out} -->" in readme.read_text()
+    assert "| `ticktensor` | loader |" in readme.read_text()
 
 
 def test_bench_rejects_a_window_longer_than_the_rows(tmp_path: Path) -> None:
     argv = ["bench", "loader", "--rows", "10", "--window", "20", "--cache-dir", str(tmp_path)]
     assert main(argv) == 1  # a ConfigError, reported by the CLI
+
+
+def test_bench_report_refuses_other_files(tmp_path: Path) -> None:
+    path = tmp_path / "rows.json"
+    path.write_text("[]")
+    assert main(["bench", "report", str(path)]) == 1

@@ -1,4 +1,4 @@
-"""``ticktensor bench loader``: loader throughput against baselines and limits, in one run."""
+"""``ticktensor bench loader|ingest|train|all|report``: throughput against baselines and limits."""
 
 from __future__ import annotations
 
@@ -6,40 +6,163 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_loader_arguments", "register"]
+__all__ = ["add_bench_arguments", "register"]
+
+_PARTS = {
+    "loader": "ticktensor.DataLoader against torch (mmap, zarr), threads, numpy, memcpy, decode "
+    "and sequential read, in one run; goals, model, thread scaling",
+    "ingest": "CSV trades -> store against pyarrow and pandas",
+    "train": "data stall % under a simulated accelerator at several step times",
+    "all": "loader, train, scaling sweeps and ingest (--quick: under 5 minutes on 2 cores)",
+}
+QUICK = {"rows": 250_000, "seconds": 0.5, "repeats": 3, "passes": 1, "ingest_rows": 1_000_000}
+FULL = {"seconds": 2.0, "repeats": 5, "passes": 2, "ingest_rows": 10_000_000}
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("bench", help="measure throughput against baselines", description=__doc__)
+    p = sub.add_parser(
+        "bench", help="measure throughput against baselines and limits", description=__doc__
+    )
     benches = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
-    loader = benches.add_parser(
-        "loader",
-        help="ticktensor.DataLoader vs torch over mmap, a numpy gather and memcpy",
-        description="Samples/s, GB/s, time to first batch and peak RSS of ticktensor.DataLoader "
-        "and its baselines, with ratios from the same run. Workload D1 by default.",
+    for part, help_text in _PARTS.items():
+        parser = benches.add_parser(
+            part, help=help_text, description=help_text + ". Workload D1 by default."
+        )
+        add_bench_arguments(parser)
+        parser.set_defaults(run=run_bench, part=part)
+    report = benches.add_parser(
+        "report",
+        help="render a results file: text, Markdown, plot, README section",
+        description="Render a results file written by --json: the text report (default), "
+        "Markdown tables, the sweep plot, or the README's performance section.",
     )
-    add_loader_arguments(loader)
-    loader.set_defaults(run=run_loader)
-
-
-def add_loader_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the loader benchmark; ``None`` means the workload D1 default."""
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
-    parser.add_argument("--symbols", type=int, help="series, one per symbol (D1: 16)")
-    parser.add_argument("--rows", type=int, help="rows per symbol (D1: 1,000,000)")
-    parser.add_argument("--features", type=int, help="float32 features per row (D1: 32)")
-    parser.add_argument("--window", type=int, help="rows per sample (D1: 128)")
-    parser.add_argument("--batch", type=int, help="samples per batch (D1: 256)")
-    parser.add_argument("--seconds", type=float, help="length of one repetition (2)")
-    parser.add_argument("--repeats", type=int, help="repetitions, the median counts (5)")
-    parser.add_argument(
-        "--cache-dir", type=Path, help="where the data is written once (build/bench-d1)"
+    report.add_argument(
+        "results", type=Path, help="a JSON file written by ticktensor bench ... --json"
     )
-    parser.add_argument("--seed", type=int, help="seed of the data and the orders (0)")
+    report.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    report.add_argument("--plot", type=Path, help="draw the sweeps to this PNG")
+    report.add_argument(
+        "--readme", type=Path, help="rewrite this README's section between the bench markers"
+    )
+    report.add_argument(
+        "--readme-plot", help="image path the README section shows (default: --plot)"
+    )
+    report.set_defaults(run=run_report)
 
 
-def run_loader(args: argparse.Namespace) -> int:
-    # Imported here: the benchmark needs torch, which the other commands must not load.
-    from ticktensor.loaders import _bench
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``bench loader|ingest|train|all``; ``None`` means the default (D1)."""
+    data = parser.add_argument_group("workload (D1 of DESIGN.md by default)")
+    data.add_argument(
+        "--store", help="benchmark an existing store's series instead of generated data"
+    )
+    data.add_argument("--symbols", type=int, help="series, one per symbol (D1: 16)")
+    data.add_argument("--rows", type=int, help="rows per series (D1: 1,000,000; --quick: 250,000)")
+    data.add_argument("--features", type=int, help="float32 features per row (D1: 32)")
+    data.add_argument("--window", type=int, help="rows per sample (D1: 128)")
+    data.add_argument("--batch", type=int, help="samples per batch (D1: 256)")
+    data.add_argument("--chunk-rows", type=int, help="rows per stored chunk (32,768)")
+    data.add_argument(
+        "--codec", choices=["none", "lz4", "zstd", "blosc"], help="store of the main row (none)"
+    )
+    data.add_argument(
+        "--order", choices=["uniform", "block"], help="order of the main row (uniform)"
+    )
+    data.add_argument("--seed", type=int, help="seed of the data and the orders (0)")
+    data.add_argument("--cache-dir", type=Path, help="where data is written once (build/bench-d1)")
+    timing = parser.add_argument_group("timing")
+    timing.add_argument(
+        "--quick", action="store_true", help="a smaller, shorter run (rows 250,000, 0.5 s x 3)"
+    )
+    timing.add_argument("--seconds", type=float, help="length of one repetition (2; --quick 0.5)")
+    timing.add_argument("--repeats", type=int, help="repetitions, the median counts (5; --quick 3)")
+    timing.add_argument(
+        "--passes", type=int, help="epochs of the compressed and cold rows (2; --quick 1)"
+    )
+    timing.add_argument("--threads", type=int, help="loader threads (the core count)")
+    timing.add_argument(
+        "--thread-counts", type=int, nargs="+", help="thread scaling table (1 2 4 .. cores)"
+    )
+    timing.add_argument("--step-ms", type=float, nargs="+", help="simulated step times (1 5 20)")
+    timing.add_argument(
+        "--ingest-rows", type=int, help="CSV rows of bench ingest (10,000,000; --quick 1,000,000)"
+    )
+    out = parser.add_argument_group("output")
+    out.add_argument(
+        "--json", type=Path, help="write the results (with machine, versions, commit, command)"
+    )
+    out.add_argument("--plot", type=Path, help="draw the sweeps and limits to this PNG")
+    out.add_argument("--markdown", action="store_true", help="also print the tables as Markdown")
 
-    return _bench.execute(args)
+
+def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    # Imported here: the benchmarks need torch, which the other commands must not load.
+    from ticktensor.bench import BenchOptions, Workload
+    from ticktensor.bench.run import execute
+
+    preset = QUICK if args.quick else FULL
+    shape = _given(
+        args, "symbols", "rows", "features", "window", "batch", "chunk_rows", "seed", "cache_dir"
+    )
+    if args.quick and "rows" not in shape and args.store is None:
+        shape["rows"] = preset["rows"]
+    workload = Workload.from_store(args.store, **shape) if args.store else Workload(**shape)
+    timing: dict[str, Any] = {k: preset[k] for k in ("seconds", "repeats", "passes")}
+    timing |= _given(args, "seconds", "repeats", "passes", "threads", "codec", "order")
+    if args.thread_counts:
+        timing["thread_counts"] = tuple(args.thread_counts)
+    if args.step_ms:
+        timing["step_ms"] = tuple(args.step_ms)
+    options = BenchOptions(**timing, quick=args.quick)
+    execute(
+        args.part,
+        workload,
+        options,
+        ingest_rows=args.ingest_rows or int(preset["ingest_rows"]),
+        json_path=args.json,
+        plot_path=args.plot,
+        show_markdown=args.markdown,
+        argv=_command(args),
+    )
+    return 0
+
+
+def _command(args: argparse.Namespace) -> list[str]:
+    """The command line that ``args`` came from, spelled as ``ticktensor bench ...``."""
+    argv = ["ticktensor", "bench", args.part]
+    for name, value in vars(args).items():
+        if name in ("part", "bench", "command", "run") or value is None or value is False:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, list | tuple):
+            argv += [flag, *map(str, value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from ticktensor.bench import Results, markdown, readme_section, splice_readme, text
+
+    results = Results.read(args.results)
+    if args.plot is not None:
+        from ticktensor.bench.plot import plot
+
+        plot(results, args.plot)
+        print(f"# plot written to {args.plot}")
+    if args.readme is not None:
+        image = args.readme_plot or (None if args.plot is None else str(args.plot))
+        section = readme_section(results, str(args.results), image)
+        args.readme.write_text(splice_readme(args.readme.read_text(), section))
+        print(f"# {args.readme}: performance section regenerated from {args.results}")
+    if args.markdown:
+        print(markdown(results))
+    elif args.readme is None and args.plot is None:
+        print(text(results))
+    return 0
