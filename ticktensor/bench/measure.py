@@ -11,7 +11,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Rep", "RssMonitor", "Timing", "endless", "rss_bytes", "summarize", "timed"]
+from .results import Kind, Row
+
+__all__ = [
+    "Rep",
+    "RssMonitor",
+    "Timing",
+    "endless",
+    "rss_bytes",
+    "summarize",
+    "timed",
+    "timing_row",
+    "warm",
+]
 
 
 @dataclass(frozen=True)
@@ -151,3 +163,26 @@ def _private_bytes(pid: int) -> int:
     except (OSError, ValueError, IndexError):
         return 0
     return total
+
+
+def warm(paths: list[Path]) -> None:
+    """Read files once so that the page cache holds them."""
+    for path in paths:
+        with path.open("rb", buffering=0) as f:
+            while f.read(64 << 20):
+                pass
+
+
+def timing_row(name: str, kind: Kind, t: Timing, sample_bytes: int, note: str = "") -> Row:
+    """The row of a method's :class:`Timing`."""
+    return Row.from_rate(
+        name,
+        kind,
+        t.samples_per_s,
+        sample_bytes,
+        first_batch_s=t.first_batch_s,
+        peak_rss_mb=t.peak_rss / 2**20,
+        rss_growth_mb=t.rss_growth / 2**20,
+        note=note,
+        stats=dict(t.stats),
+    )

@@ -10,8 +10,7 @@ from ticktensor.store import Codec, Store
 
 from .engine import fresh_pass, open_dataset, ticktensor_loader
 from .limits import chunk_payloads, decode_gbps, evict, sequential_read_gbps
-from .loader import warm
-from .measure import summarize
+from .measure import summarize, warm
 from .options import BenchOptions
 from .results import Results
 from .workload import Workload, prepare, store_files

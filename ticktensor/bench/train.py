@@ -12,7 +12,7 @@ from ticktensor.store import Store
 
 from .baselines import MmapWindows
 from .engine import open_dataset, order_of
-from .loader import warm
+from .measure import warm
 from .model import break_even_step_s, stall_fraction
 from .options import BenchOptions
 from .results import Results
