@@ -115,6 +115,11 @@ class ChunkCache:
         """Chunks loaded now."""
         return len(self._loaded)
 
+    @property
+    def complete(self) -> bool:
+        """Whether every chunk is loaded (then nothing needs planning or loading)."""
+        return len(self._loaded) == self._state.shape[0]
+
     def nbytes(self, chunk: int) -> int:
         """Bytes chunk ``chunk`` takes once loaded."""
         return int(self._nbytes[chunk])
@@ -128,6 +133,9 @@ class ChunkCache:
         keeps the ones needed soonest.
         """
         with self.lock:
+            if self.complete:
+                self.stats.hits += int(chunks.size)
+                return
             self._collect()
             state = self._state[chunks]
             self.stats.hits += int(np.count_nonzero(state == _LOADED))
@@ -153,6 +161,8 @@ class ChunkCache:
     def plan(self, upcoming: Sequence[Int64s]) -> None:
         """Start loading the chunks of the next batches, in order, within the budget."""
         with self.lock:
+            if self.complete:
+                return
             self._collect()
             for position, chunks in enumerate(upcoming):
                 absent = chunks[self._state[chunks] == _ABSENT]

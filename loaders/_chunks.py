@@ -25,7 +25,6 @@ __all__ = ["ChunkFile", "ChunkIndex", "ChunkLoader", "LoadTimes"]
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 
-_MAP_POPULATE: Final = getattr(mmap, "MAP_POPULATE", 0)  # Linux: fault the pages in at once
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
 
 
@@ -184,7 +183,7 @@ class LoadTimes:
 class ChunkLoader:
     """Loads one chunk as a C-contiguous float32 ``[stored_rows, features]`` array.
 
-    Raw chunks of a local store are memory-mapped (read-only, pages faulted in at once);
+    Raw chunks of a local store are memory-mapped (read-only, with readahead advice);
     other chunks are read (any fsspec URL) and decoded. Then the selected feature columns
     are kept and the normalization applied, in a private copy. Every step that can take
     long releases the GIL, so loads run in parallel threads.
@@ -269,14 +268,13 @@ class ChunkLoader:
             with open(self._location.path(file.rel), "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 _check_size(size, file, where)
-                mapped = mmap.mmap(
-                    f.fileno(),
-                    size,
-                    flags=mmap.MAP_SHARED | _MAP_POPULATE,
-                    prot=mmap.PROT_READ,
-                )
+                mapped = mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
         except FileNotFoundError as exc:
             raise _missing(file, where) from exc
+        # Pages are faulted in by the gather, only those windows touch; the kernel is asked
+        # to read the whole file ahead so that cold pages are on their way.
+        if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
+            mapped.madvise(mmap.MADV_WILLNEED)
         # The array keeps the mapping alive; it is unmapped when the last view goes.
         return np.frombuffer(mapped, dtype=np.float32).reshape(file.stored_rows, file.n_features)
 

@@ -47,8 +47,16 @@ class Readahead:
         self._window: deque[tuple[int, Int64s]] = deque()
         self._advised_through = -1
 
+    def chunks(self, step: int) -> Int64s:
+        """The chunks of batch ``step`` (computed again unless it is in the window)."""
+        if self._window and self._window[0][0] == step:
+            return self._window[0][1]
+        return self._chunks_of(step)
+
     def upcoming(self, step: int) -> list[Int64s]:
         """Plan the loads of batches ``step ..`` and return the chunks of those after ``step``."""
+        if self._cache.complete:
+            return []  # everything is loaded: no batch needs planning
         window = self._window
         while window and window[0][0] < step:
             window.popleft()

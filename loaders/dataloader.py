@@ -255,7 +255,8 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             indices = plan.batch(step)
             n = int(indices.shape[0])
             upcoming = readahead.upcoming(step)
-            dataset._get_batch(indices, slot.x[:n], slot.y[:n], upcoming)
+            chunks = None if dataset.cache.complete else readahead.chunks(step)
+            dataset._get_batch(indices, slot.x[:n], slot.y[:n], chunks, upcoming)
             return n
 
         prefetcher = Prefetcher(

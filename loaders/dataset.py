@@ -311,7 +311,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         tuple of numpy.ndarray
             ``(windows [B, W, F], labels [B, L])``, both float32.
         """
-        return self._get_batch(self.check_indices(indices), out, labels_out, ())
+        return self._get_batch(self.check_indices(indices), out, labels_out)
 
     def check_indices(self, indices: npt.ArrayLike) -> Int64s:
         """``indices`` as a 1-D int64 array of valid sample indices, or an error."""
@@ -334,10 +334,12 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         idx: Int64s,
         out: Floats | None,
         labels_out: Floats | None,
-        upcoming: Sequence[Int64s],
+        chunks: Int64s | None = None,
+        upcoming: Sequence[Int64s] = (),
     ) -> tuple[Floats, Floats]:
-        """:meth:`get_batch` for checked indices; ``upcoming`` are the chunks of the next
-        batches (see :meth:`ChunkCache.require`)."""
+        """:meth:`get_batch` for checked indices. ``chunks`` are the chunks they read
+        (computed when ``None``), ``upcoming`` those of the next batches (see
+        :meth:`ChunkCache.require`). The DataLoader calls this method."""
         if labels_out is not None and (
             labels_out.shape != (idx.size, self.n_labels) or labels_out.dtype != np.float32
         ):
@@ -351,7 +353,10 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             out = np.empty((idx.size, self.window, self.n_features), dtype=np.float32)
         cache = self._cache
         with cache.lock:
-            cache.require(self.chunks.chunks_of(segment, first, self.window), upcoming)
+            if not cache.complete:
+                if chunks is None:
+                    chunks = self.chunks.chunks_of(segment, first, self.window)
+                cache.require(chunks, upcoming)
             self._gather.gather(segment, first, self.window, out)
         rows = self._label_offset[segment] + first + (self.window - 1)
         if labels_out is None:

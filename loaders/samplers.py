@@ -90,12 +90,24 @@ class BlockShuffleOrder:
 
     def order(self, dataset: WindowDataset, epoch: int) -> Int64s:
         rng = _rng(self.seed, epoch)
-        chunks, inverse = np.unique(dataset.sample_chunk, return_inverse=True)
-        position = np.empty(chunks.shape[0], dtype=np.int64)
-        position[rng.permutation(chunks.shape[0])] = np.arange(chunks.shape[0])
-        block = position[inverse.ravel()] // self.block_chunks
-        within = rng.random(len(dataset))
-        return np.lexsort((within, block)).astype(np.int64)
+        chunk = np.asarray(dataset.sample_chunk)
+        n = chunk.shape[0]
+        # A dataset's samples are in chunk order already; a subset may not be.
+        by_chunk = None if np.all(chunk[1:] >= chunk[:-1]) else np.argsort(chunk, kind="stable")
+        grouped = chunk if by_chunk is None else chunk[by_chunk]
+        cuts = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
+        starts = np.concatenate([[0], cuts]).astype(np.int64)
+        ends = np.concatenate([cuts, [n]]).astype(np.int64)
+        visit = rng.permutation(starts.shape[0])
+        out = np.empty(n, dtype=np.int64)
+        filled = 0
+        for b in range(0, visit.shape[0], self.block_chunks):
+            members = visit[b : b + self.block_chunks]
+            block = np.concatenate([np.arange(starts[c], ends[c]) for c in members])
+            rng.shuffle(block)
+            out[filled : filled + block.shape[0]] = block
+            filled += block.shape[0]
+        return out if by_chunk is None else by_chunk[out]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,151 @@
+"""Chunk loading for every codec and store location, against zarr-python; damaged chunks."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from ticktensor import DataLoader
+from ticktensor.errors import StoreCorruptError
+from ticktensor.loaders import BlockShuffleOrder, WindowDataset
+from ticktensor.store import Codec, Layout, Store, StoreVersion
+
+from .test_dataset import FEATURES, LABELS, SYMBOLS, segment_arrays
+
+WINDOW = 6
+
+
+def codec_store(url: str, codec: Codec, chunk_rows: int = 16) -> StoreVersion:
+    store = Store.create(url, layout=Layout(codec=codec, chunk_rows=chunk_rows))
+    records = []
+    for si, symbol in enumerate(SYMBOLS):
+        for day in range(2):
+            ts, values, labels = segment_arrays(si, day)
+            records.append(
+                store.write_segment(
+                    symbol=symbol,
+                    session=f"2024-01-{2 + day:02d}",
+                    ts=ts,
+                    values=values,
+                    feature_names=FEATURES,
+                    labels=labels,
+                    label_names=LABELS,
+                )
+            )
+    return store.commit(segments=records, message=f"codec {codec.value}")
+
+
+def zarr_windows(ds: WindowDataset, indices: np.ndarray) -> np.ndarray:
+    """The reference: every window sliced from arrays zarr-python read."""
+    sources = []
+    for run in ds.records:
+        parts = [
+            zarr.open_array(ds.version.file_url(f"{r.path}/values"), mode="r")[...] for r in run
+        ]
+        sources.append(np.concatenate(parts))
+    return np.stack(
+        [
+            sources[ds.sample_segment[i]][ds.sample_start[i] : ds.sample_start[i] + ds.window]
+            for i in indices
+        ]
+    )
+
+
+@pytest.mark.parametrize("codec", list(Codec))
+@pytest.mark.parametrize("cross_gaps", [False, True])
+def test_every_codec_reads_what_zarr_reads(tmp_path: Path, codec: Codec, cross_gaps: bool) -> None:
+    version = codec_store(str(tmp_path / "store"), codec)
+    ds = WindowDataset(version, WINDOW, cross_gaps=cross_gaps, threads=2)
+    everything = np.arange(len(ds))
+    np.testing.assert_array_equal(ds.get_batch(everything)[0], zarr_windows(ds, everything))
+    decoder = {"none": "raw", "lz4": "blosc", "blosc": "blosc", "zstd": "zstd"}[codec.value]
+    assert {f.codec for f in ds.chunks.files} == {decoder}
+    stats = ds.cache_stats()
+    # A chunk holding only unlabelled last rows starts no window and is never loaded.
+    assert stats["loads"] == len(ds.chunks_of(everything)) >= len(ds.chunks) - len(ds.records)
+    assert stats["bytes_read"] > 0
+
+
+def test_a_remote_store_is_read_through_fsspec() -> None:
+    url = f"memory://chunks-{uuid.uuid4().hex}/store"
+    version = codec_store(url, Codec.ZSTD)
+    ds = WindowDataset(version, WINDOW, threads=2)
+    idx = np.arange(0, len(ds), 3)
+    np.testing.assert_array_equal(ds.get_batch(idx)[0], zarr_windows(ds, idx))
+
+
+def test_a_small_cache_evicts_and_batches_stay_exact(tmp_path: Path) -> None:
+    version = codec_store(str(tmp_path / "store"), Codec.LZ4, chunk_rows=8)
+    budget = 3 * 8 * len(FEATURES) * 4  # three chunks
+    ds = WindowDataset(version, WINDOW, cache_bytes=budget, threads=2)
+    loader = DataLoader(ds, batch_size=4, order=BlockShuffleOrder(seed=2, block_chunks=1))
+    seen, expected = [], []
+    order = BlockShuffleOrder(seed=2, block_chunks=1).order(ds, 0)
+    for step, (x, _) in enumerate(loader):
+        seen.append(x.clone())
+        expected.append(zarr_windows(ds, order[step * 4 : step * 4 + 4]))
+    np.testing.assert_array_equal(np.concatenate(seen), np.concatenate(expected))
+    stats = loader.stats()["cache"]
+    assert stats["evictions"] > 0
+    assert stats["peak_bytes"] <= budget or stats["over_budget"] > 0
+    assert ds.cache.used_bytes <= budget
+
+
+def test_normalize_and_feature_subset_apply_per_chunk(tmp_path: Path) -> None:
+    version = codec_store(str(tmp_path / "store"), Codec.NONE)
+    plain = WindowDataset(version, WINDOW)
+    ds = WindowDataset(version, WINDOW, features=["f3", "f1"], cache_bytes=4096)
+    idx = np.arange(len(ds))
+    np.testing.assert_array_equal(ds.get_batch(idx)[0], plain.get_batch(idx)[0][:, :, [3, 1]])
+    # The mapped chunk files were not written to.
+    np.testing.assert_array_equal(plain.get_batch(idx)[0], zarr_windows(plain, idx))
+
+
+def chunk_path(version: StoreVersion, chunk: int = 1) -> Path:
+    ds = WindowDataset(version, WINDOW)
+    return Path(version.file_url(ds.chunks.files[chunk].rel))
+
+
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.ZSTD])
+def test_a_missing_chunk_is_named_in_the_consumer(tmp_path: Path, codec: Codec) -> None:
+    version = codec_store(str(tmp_path / "store"), codec)
+    path = chunk_path(version)
+    os.remove(path)
+    ds = WindowDataset(version, WINDOW)
+    with pytest.raises(StoreCorruptError, match="chunk 1 of segment AAA/2024-01-02 is missing"):
+        for _ in DataLoader(ds, batch_size=8):
+            pass
+
+
+def test_damaged_chunks_fail_with_their_name(tmp_path: Path) -> None:
+    version = codec_store(str(tmp_path / "zstd"), Codec.ZSTD)
+    path = chunk_path(version)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 :] = bytes(len(data) - len(data) // 2)
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreCorruptError, match=f"{path}: cannot decode this zstd chunk") as info:
+        WindowDataset(version, WINDOW).get_batch(np.arange(20))
+    assert any("while loading chunk 1" in note for note in info.value.__notes__)
+
+    raw = codec_store(str(tmp_path / "raw"), Codec.NONE)
+    path = chunk_path(raw)
+    path.write_bytes(path.read_bytes()[:-4])
+    with pytest.raises(StoreCorruptError, match="raw chunk of 252 bytes, expected 256"):
+        WindowDataset(raw, WINDOW).get_batch(np.arange(20))
+
+
+def test_verify_catches_bytes_altered_in_place(tmp_path: Path) -> None:
+    version = codec_store(str(tmp_path / "store"), Codec.NONE)
+    path = chunk_path(version)
+    data = bytearray(path.read_bytes())
+    data[0] ^= 0xFF
+    path.write_bytes(bytes(data))
+    unchecked = WindowDataset(version, WINDOW)
+    unchecked.get_batch(np.arange(20))  # raw bytes carry no checksum of their own
+    with pytest.raises(StoreCorruptError, match="sha256 .* in the manifest"):
+        WindowDataset(version, WINDOW, verify=True).get_batch(np.arange(20))
