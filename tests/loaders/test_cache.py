@@ -42,10 +42,12 @@ def test_eviction_drops_the_chunk_used_farthest_ahead(zstd_version: StoreVersion
     # Two slots needed, all three are read later: the two read last (1, then 3) go.
     cache.require(chunks(6, 7), upcoming=[chunks(5), chunks(3), chunks(1)])
     assert {c for c in range(len(ds.chunks)) if ds._gather.loaded(c)} == {5, 6, 7}
-    assert cache.stats.evictions == 4 and cache.used_bytes == 3 * chunk_bytes
+    assert cache.stats.evictions == 4
+    assert cache.used_bytes == 3 * chunk_bytes
     # A batch that needs more than the budget still gets its chunks, and says so.
     cache.require(chunks(8, 9, 10, 11))
-    assert cache.stats.over_budget == 1 and cache.loaded_count >= 4
+    assert cache.stats.over_budget == 1
+    assert cache.loaded_count >= 4
 
 
 def test_plan_loads_ahead_within_the_budget(zstd_version: StoreVersion) -> None:
@@ -57,7 +59,8 @@ def test_plan_loads_ahead_within_the_budget(zstd_version: StoreVersion) -> None:
     cache.require(chunks(0, 1))
     cache.require(chunks(2, 3))
     assert {c for c in range(len(ds.chunks)) if ds._gather.loaded(c)} == {0, 1, 2, 3}
-    assert cache.stats.loads == 4 and cache.stats.evictions == 0
+    assert cache.stats.loads == 4
+    assert cache.stats.evictions == 0
     cache.stop_threads()
     assert thread_names() == []
 

@@ -99,10 +99,10 @@ def test_errors_name_the_sample_and_the_chunk() -> None:
     gather.set(2, values[8:].copy())
     with pytest.raises(RuntimeError, match=r"batch position 1: chunk 1 \(source 0, rows 4 to 8\)"):
         gather.gather([0, 0], [0, 2], window=3)
-    try:
+    with pytest.raises(RuntimeError, match="is not loaded") as missing:
         gather.gather([0], [3], window=2)
-    except RuntimeError as exc:
-        assert (exc.chunk, exc.batch_position) == (1, 0)  # type: ignore[attr-defined]
+    assert missing.value.chunk == 1  # type: ignore[attr-defined]
+    assert missing.value.batch_position == 0  # type: ignore[attr-defined]
     out = np.full((1, 3, 2), -1, np.float32)
     with pytest.raises(IndexError, match="does not fit in source 0 of 10 rows") as info:
         gather.gather([0], [8], window=3, out=out)
@@ -131,11 +131,14 @@ def test_chunks_are_kept_alive_until_cleared() -> None:
     gather.set(0, block)
     del block
     gc.collect()
-    assert ref() is not None and gather.loaded(0)
+    assert ref() is not None
+    assert gather.loaded(0)
     np.testing.assert_array_equal(gather.gather([0], [1], 2).ravel(), [1, 2])
     gather.clear(0)
     gc.collect()
-    assert ref() is None and not gather.loaded(0) and gather.loaded_count == 0
+    assert ref() is None
+    assert not gather.loaded(0)
+    assert gather.loaded_count == 0
 
 
 def test_set_and_clear_while_other_threads_gather() -> None:
