@@ -15,6 +15,7 @@ from ._manifest import (
     SourceFile,
     TableRecord,
 )
+from ._repair import RepairReport
 from ._segments import SegmentArrays
 from ._store import Store
 from ._verify import VerifyReport
@@ -28,6 +29,7 @@ __all__ = [
     "Layout",
     "Location",
     "Manifest",
+    "RepairReport",
     "SegmentArrays",
     "SegmentData",
     "SegmentRecord",

@@ -187,8 +187,15 @@ class Location:
         """
         target = self.path(rel)
         if not self.is_local:
-            with self.fs.open(target, "wb") as f:
+            f = self.fs.open(target, "wb")
+            try:
                 yield f
+            except BaseException:
+                # Closing would publish the partial upload (or, in memory, it is already
+                # visible): abort it and remove whatever appeared at the target.
+                self._abandon(f, target)
+                raise
+            f.close()
             return
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
@@ -199,6 +206,16 @@ class Location:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+    def _abandon(self, f: Any, target: str) -> None:
+        with contextlib.suppress(Exception):
+            discard = getattr(f, "discard", None)
+            if callable(discard):
+                discard()
+            f.closed = True  # buffered fsspec files would otherwise flush on __del__
+        with contextlib.suppress(Exception):
+            if self.fs.exists(target):
+                self.fs.rm_file(target)
 
     @contextlib.contextmanager
     def lock(self, rel: str) -> Iterator[None]:

@@ -33,6 +33,8 @@ from ._manifest import (
     load_json,
     sha256_hex,
 )
+from ._repair import RepairReport
+from ._repair import repair as repair_store
 from ._segments import segment_content_hash, segment_path, write_segment
 from ._tables import encode_table, table_path, write_table
 from ._verify import VerifyReport, verify_manifest
@@ -402,6 +404,19 @@ class Store:
         return verify_manifest(
             self._location, pinned.manifest, manifest_path(pinned.version), expected, on_file
         )
+
+    def repair(self, *, grace_s: float = 3600.0, dry_run: bool = False) -> RepairReport:
+        """Remove files no published version refers to (debris of interrupted commits).
+
+        Only files below ``segments/``, ``events/``, ``versions/`` and ``staging/`` that
+        no manifest from version 0 to the latest lists are candidates, and only those
+        older than ``grace_s`` seconds are removed, so a job that is still writing keeps
+        its files (pass 0 when no writer runs). Runs under the commit lock. Published
+        data is never touched: every version stays readable and verifiable.
+        """
+        with self._location.lock(LOCK_FILE):
+            manifests = self.versions()
+            return repair_store(self._location, manifests, grace_s=grace_s, dry_run=dry_run)
 
     def _expected_manifest_hash(self, version: int) -> str:
         pointer = self._read_pointer()

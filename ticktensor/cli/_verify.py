@@ -1,4 +1,4 @@
-"""``ticktensor verify STORE``: re-hash every stored file against the manifest."""
+"""``ticktensor verify STORE [--repair]``: re-hash stored files; remove orphaned debris."""
 
 from __future__ import annotations
 
@@ -21,10 +21,50 @@ def register(sub: Any) -> None:
     p.add_argument("store", help="store path or fsspec URL")
     p.add_argument("--version", type=int, default=None, help="version to verify (latest)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="after verifying, remove files no published version refers to (debris of "
+        "interrupted commits and killed jobs); published data is never touched",
+    )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="--repair keeps orphans younger than this, so a running job keeps its files "
+        "(default 3600; 0 when no writer runs)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="--repair: list, do not remove")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    code = _verify(args)
+    if args.repair:
+        _repair(args)
+    return code
+
+
+def _repair(args: argparse.Namespace) -> None:
+    store = Store.open(args.store)
+    report = store.repair(grace_s=args.grace, dry_run=args.dry_run)
+    verb = "would remove" if report.dry_run else "removed"
+    for rel, _ in report.removed:
+        print(f"  {verb} {rel}")
+    print(
+        f"repair: {verb} {len(report.removed)} orphaned file(s), "
+        f"{human_bytes(report.removed_bytes)}; {report.referenced} files of versions "
+        f"0..{report.version} untouched"
+    )
+    if report.too_young:
+        print(
+            f"repair: kept {len(report.too_young)} orphan(s) younger than {args.grace:g} s "
+            "(a job may still be writing them; --grace 0 when no writer runs)"
+        )
+
+
+def _verify(args: argparse.Namespace) -> int:
     store = Store.open(args.store)
     pinned = store.version(args.version)
     with tqdm(

@@ -1,0 +1,116 @@
+"""Repair: remove what interrupted commits and killed jobs left behind, never published data.
+
+A crash between writing files and flipping ``latest.json`` leaves files that no version
+refers to: segments and tables of the lost commit, an unpublished manifest, temporary
+``*.tmp-*`` files, a job's ``staging/`` folder. They are harmless (readers never see
+them) but take space. :func:`find_orphans` lists every file below ``segments/``,
+``events/``, ``versions/`` and ``staging/`` that no published manifest (version 0 to the
+latest) refers to, and temporary files of interrupted atomic writes at the root;
+:func:`repair` removes those older than a grace period, so that files a running job has
+written but not yet committed are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ._location import Location
+from ._manifest import Manifest
+
+__all__ = ["RepairReport", "find_orphans", "repair"]
+
+#: Folders whose files are referenced by manifests (or are scratch).
+AREAS = ("segments", "events", "versions", "staging")
+
+
+@dataclass
+class RepairReport:
+    """What a repair found: orphans removed (or to remove, in a dry run) and kept."""
+
+    version: int
+    referenced: int = 0
+    removed: list[tuple[str, int]] = field(default_factory=list)
+    too_young: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def removed_bytes(self) -> int:
+        return sum(n for _, n in self.removed)
+
+
+def referenced_files(manifests: Iterable[Manifest]) -> set[str]:
+    """Every store-relative path the given manifests refer to, manifests included."""
+    keep = set()
+    for m in manifests:
+        keep.add(f"versions/{m.version:08d}.json")
+        for seg in m.segments:
+            keep.update(f"{seg.path}/{name}" for name in seg.files)
+        keep.update(t.path for t in m.tables)
+    return keep
+
+
+def find_orphans(location: Location, manifests: Iterable[Manifest]) -> tuple[list[str], int]:
+    """Unreferenced files below the managed areas, and how many files are referenced."""
+    keep = referenced_files(manifests)
+    root = location.root.rstrip("/") + "/"
+    top = [str(location.fs._strip_protocol(p)) for p in location.fs.ls(location.root, detail=False)]
+    orphans = [p[len(root) :] for p in top if p.startswith(root) and ".tmp-" in p[len(root) :]]
+    for area in AREAS:
+        if location.exists(area):
+            orphans += [f"{area}/{rel}" for rel in location.find(area)]
+    return sorted(p for p in orphans if p not in keep), len(keep)
+
+
+def repair(
+    location: Location,
+    manifests: list[Manifest],
+    *,
+    grace_s: float,
+    dry_run: bool = False,
+) -> RepairReport:
+    """Remove orphaned files older than ``grace_s`` seconds (none with ``dry_run``).
+
+    The caller holds the commit lock, so no commit publishes files meanwhile; the grace
+    period protects files of a job that has written but not yet committed them.
+    """
+    orphans, referenced = find_orphans(location, manifests)
+    report = RepairReport(version=manifests[-1].version, referenced=referenced, dry_run=dry_run)
+    now = time.time()
+    for rel in orphans:
+        path = location.path(rel)
+        try:
+            info = location.fs.info(path)
+        except FileNotFoundError:
+            continue
+        mtime = _mtime(info)
+        if grace_s > 0 and (mtime is None or now - mtime < grace_s):
+            report.too_young.append(rel)
+            continue
+        report.removed.append((rel, int(info.get("size") or 0)))
+        if not dry_run:
+            location.fs.rm_file(path)
+    if not dry_run:
+        _remove_empty_dirs(location)
+    return report
+
+
+def _mtime(info: dict[str, object]) -> float | None:
+    value = info.get("mtime", info.get("created"))
+    if isinstance(value, int | float):
+        return float(value)
+    stamp = getattr(value, "timestamp", None)
+    return float(stamp()) if callable(stamp) else None
+
+
+def _remove_empty_dirs(location: Location) -> None:
+    """Local stores: drop directories the removal emptied (object stores have none)."""
+    if not location.is_local:
+        return
+    for area in AREAS:
+        top = location.path(area)
+        for base, _dirs, _files in os.walk(top, topdown=False):
+            if base != top and not os.listdir(base):
+                os.rmdir(base)
