@@ -72,7 +72,7 @@ def test_bench_all_fills_every_row(tmp_path: Path, capsys: pytest.CaptureFixture
     for name in ISSUE_ROWS:
         assert rows[name]["samples_per_s"] is not None, f"{name}: {rows[name]['note']}"
     assert {g["verdict"] for g in doc["goals"]} <= {"met", "NOT met"}
-    assert {m["name"] for m in doc["model"]} == {
+    assert {m["name"] for m in doc["model"]} >= {
         "ticktensor",
         "ticktensor_zstd_block",
         "ticktensor_lz4_block",

@@ -67,20 +67,33 @@ def order_of(kind: str, seed: int) -> Order:
     return UniformOrder(seed) if kind == "uniform" else BlockShuffleOrder(seed)
 
 
-def _loader(ds: WindowDataset, batch: int, order: Order, threads: int) -> DataLoader:
-    extra: dict[str, Any] = {}
+def _loader(
+    ds: WindowDataset, batch: int, order: Order, threads: int, device: str | None = None
+) -> DataLoader:
+    extra: dict[str, Any] = {} if device is None else {"device": device, "pin_memory": True}
     if _accepts(DataLoader, "threads") and not _accepts(WindowDataset, "threads"):
         extra["threads"] = threads
     return DataLoader(ds, batch_size=batch, order=order, drop_last=False, **extra)
 
 
 def ticktensor_loader(
-    ds: WindowDataset, batch: int, kind: str, seed: int, seconds: float, threads: int
+    ds: WindowDataset,
+    batch: int,
+    kind: str,
+    seed: int,
+    seconds: float,
+    threads: int,
+    *,
+    device: str | None = None,
 ) -> Callable[[int], Rep]:
-    """``ticktensor.DataLoader`` over ``ds`` in ``kind`` order, a fresh loader per repetition."""
+    """``ticktensor.DataLoader`` over ``ds`` in ``kind`` order, a fresh loader per repetition.
+
+    With ``device`` the batches are copied there (pinned buffers); the loader reuses a
+    buffer only after its copy has finished, so the rate includes the copies.
+    """
 
     def batches(rep: int) -> tuple[Iterator[int], Callable[[], Mapping[str, Any]]]:
-        loader = _loader(ds, batch, order_of(kind, seed + rep), threads)
+        loader = _loader(ds, batch, order_of(kind, seed + rep), threads, device)
         return endless(lambda: loader), loader.stats
 
     return timed(batches, seconds)

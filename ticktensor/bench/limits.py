@@ -21,6 +21,7 @@ __all__ = [
     "chunk_payloads",
     "decode_gbps",
     "evict",
+    "h2d_gbps",
     "memcpy_gbps",
     "resident_fraction",
     "sequential_read_gbps",
@@ -48,6 +49,29 @@ def memcpy_gbps(mib: int, threads: int = 1, repeats: int = 3) -> float:
             list(pool.map(copy, bounds))
             best = min(best, time.perf_counter() - started)
     return src.nbytes / best / 1e9
+
+
+def h2d_gbps(mib: int = 256, repeats: int = 3) -> float | None:
+    """Best host-to-device copy rate (GB/s) from pinned memory, timed with CUDA events.
+
+    ``None`` where torch sees no CUDA device.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    src = torch.empty(mib * 2**20, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty_like(src, device="cuda")
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first copy warms up the driver
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        start.record()
+        dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    return src.numel() / best / 1e9
 
 
 def chunk_payloads(version: StoreVersion, limit_bytes: int = 64 << 20) -> list[bytes]:

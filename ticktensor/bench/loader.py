@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ticktensor.loaders import UniformOrder
+from ticktensor.loaders import UniformOrder, WindowDataset
 from ticktensor.store import Codec, Store, StoreVersion
 
 from .baselines import MmapWindows, numpy_gather, threadpool_mmap, torch_loader
 from .engine import get_batch_loop, open_dataset, ticktensor_loader
-from .limits import chunk_payloads, decode_gbps, memcpy_gbps
+from .limits import chunk_payloads, decode_gbps, h2d_gbps, memcpy_gbps
 from .measure import Rep, Timing, summarize, timing_row, warm
 from .options import BenchOptions
 from .passes import cold_rows, compressed_rows
@@ -155,6 +155,7 @@ def run_loader(
             note=f"np.copyto of 256 MiB split over {o.threads} threads",
         )
     )
+    rows.extend(_device_rows(ds, w, o))
     rows.extend(peer_rows())
     del ds, mmap, methods
     compressed_rows(w, o, stores, results, say)
@@ -191,3 +192,30 @@ def _thread_table(
             }
         )
         del ds
+
+
+def _device_rows(ds: WindowDataset, w: Workload, o: BenchOptions) -> list[Row]:
+    """With CUDA: the pinned host-to-device copy rate and the loader delivering to the GPU."""
+    rate = h2d_gbps()
+    if rate is None:
+        reason = "no CUDA device here"
+        return [
+            Row.skipped("h2d", "limit", reason),
+            Row.skipped("ticktensor_cuda", "loader", reason),
+        ]
+    reps = [
+        ticktensor_loader(ds, w.batch, o.order, w.seed, o.seconds, o.threads, device="cuda")(r)
+        for r in range(o.repeats)
+    ]
+    return [
+        Row.from_gbps(
+            "h2d", "limit", rate, w.sample_bytes, note="pinned tensor to the GPU, 256 MiB"
+        ),
+        timing_row(
+            "ticktensor_cuda",
+            "loader",
+            summarize(reps),
+            w.sample_bytes,
+            "as ticktensor, with device='cuda' (pinned buffers, copy on a side stream)",
+        ),
+    ]

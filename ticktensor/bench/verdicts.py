@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ticktensor.errors import ConfigError
+
 from . import goals
 from .engine import cache_budget_bytes, cache_hit_rate, new_stats
 from .model import Demand, Limits, predict
@@ -42,14 +44,20 @@ def limits_of(results: Results, threads: int) -> Limits:
         memcpy_threads_gbps=gbps("memcpy_x_threads"),
         read_gbps=gbps("seqread_cold"),
         decode_gbps=decode,
+        h2d_gbps=gbps("h2d"),
     )
 
 
-def demand_of(name: str, w: Workload) -> Demand | None:
-    """Bytes per sample at each stage for the loader rows of ``bench loader``."""
+def demand_of(name: str, w: Workload, codec: str = "none") -> Demand | None:
+    """Bytes per sample at each stage for the loader rows of ``bench loader``.
+
+    The main rows (``ticktensor``, ``ticktensor_cuda``) read the ``codec`` store with
+    stride 1: a chunk-aware order decodes about one row per sample there.
+    """
     sb = w.sample_bytes
-    if name == "ticktensor":
-        return Demand(sample_bytes=sb)
+    if name in ("ticktensor", "ticktensor_cuda"):
+        decoded = 0 if codec == "none" else w.row_bytes
+        return Demand(sb, decoded_bytes=decoded, codec=codec, h2d=name == "ticktensor_cuda")
     if name in ("ticktensor_zstd_block", "ticktensor_lz4_block"):
         return Demand(
             sample_bytes=sb, decoded_bytes=w.window * w.row_bytes, codec=name.split("_")[1]
@@ -62,10 +70,14 @@ def demand_of(name: str, w: Workload) -> Demand | None:
 def _model(w: Workload, o: BenchOptions, results: Results) -> None:
     limits = limits_of(results, o.threads)
     for row in results.rows:
-        demand = demand_of(row.name, w)
+        demand = demand_of(row.name, w, o.codec.value)
         if demand is None or row.samples_per_s is None:
             continue
-        p = predict(limits, demand)
+        try:
+            p = predict(limits, demand)
+        except ConfigError as exc:
+            results.notes.append(f"model: no prediction for {row.name}: {exc}")
+            continue
         results.model.append(
             {
                 "name": row.name,
