@@ -35,18 +35,33 @@ class Slot:
     tensor: the reference count therefore tells whether a batch cut from this slot lives.
     """
 
-    __slots__ = ("_x_refs", "_y_refs", "event", "x", "y")
+    __slots__ = ("_x_owner", "_x_refs", "_y_owner", "_y_refs", "event", "x", "y")
 
     def __init__(self, x_shape: tuple[int, ...], y_shape: tuple[int, ...], pin: bool) -> None:
         self.x: FloatArray = _empty(x_shape, pin)
         self.y: FloatArray = _empty(y_shape, pin)
         self.event: Any = None  # CUDA event of the last device copy out of this slot
-        self._x_refs = sys.getrefcount(self.x)
-        self._y_refs = sys.getrefcount(self.y)
+        # numpy views point at the array that owns the memory, which may sit behind x.
+        self._x_owner = _owner(self.x)
+        self._y_owner = _owner(self.y)
+        self._x_refs = sys.getrefcount(self._x_owner)
+        self._y_refs = sys.getrefcount(self._y_owner)
 
     def is_free(self) -> bool:
         """Whether no batch made from this slot is referenced any more."""
-        return sys.getrefcount(self.x) <= self._x_refs and sys.getrefcount(self.y) <= self._y_refs
+        return (
+            sys.getrefcount(self._x_owner) <= self._x_refs
+            and sys.getrefcount(self._y_owner) <= self._y_refs
+        )
+
+
+def _owner(array: FloatArray) -> object:
+    """The object every view of ``array`` keeps referenced."""
+    owner: object = array[:1].base
+    return owner
+
+
+_ALIGN: Final = 4096  # page-aligned buffers: whole pages for DMA and for the copy loops
 
 
 def _empty(shape: tuple[int, ...], pin: bool) -> FloatArray:
@@ -54,7 +69,11 @@ def _empty(shape: tuple[int, ...], pin: bool) -> FloatArray:
         # Page-locked host memory; the numpy view keeps the pinned tensor alive.
         array: FloatArray = torch.empty(shape, dtype=torch.float32, pin_memory=True).numpy()
         return array
-    return np.empty(shape, dtype=np.float32)
+    nbytes = int(np.prod(shape)) * 4
+    raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+    skip = -raw.ctypes.data % _ALIGN
+    aligned: FloatArray = raw[skip : skip + nbytes].view(np.float32).reshape(shape)
+    return aligned
 
 
 def host_delivery(slot: Slot, n: int) -> tuple[torch.Tensor, torch.Tensor, None]:

@@ -94,14 +94,16 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     sample_segment, sample_start
         ``int32[N]`` source index and ``int64[N]`` first row of each sample.
     sample_ts, sample_first_ts
-        ``int64[N]`` timestamps of each window's last and first row.
+        ``int64[N]`` timestamps of each window's last and first row (derived on first
+        use, like the next two).
     sample_symbol
         ``int32[N]`` index into :attr:`symbols`.
     sample_chunk
         ``int64[N]`` global id of the storage chunk holding the window's first row
         (source by source, then chunk by chunk: the numbering of :attr:`chunks`).
     labels_sources, ts_sources
-        Per-source ``float32 [rows, L]`` and ``int64 [rows]``, in RAM.
+        Per-source ``float32 [rows, L]`` (in RAM) and ``int64 [rows]`` (read again on
+        first use).
     chunks
         The :class:`~ticktensor.loaders._chunks.ChunkIndex` of the sources' feature chunks.
     records
@@ -110,10 +112,6 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
     sample_segment: Int32s
     sample_start: Int64s
-    sample_ts: Int64s
-    sample_first_ts: Int64s
-    sample_symbol: Int32s
-    sample_chunk: Int64s
 
     def __init__(
         self,
@@ -175,28 +173,30 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         start: int | None,
         end: int | None,
     ) -> None:
-        """Read each run's timestamps and labels, then index its valid windows."""
+        """Read each run's timestamps and labels, then index its valid windows.
+
+        Only ``sample_segment`` and ``sample_start`` are stored per sample; the other
+        per-sample arrays are derived from them on first use (D1's 16 M samples would
+        otherwise hold 640 MB of index).
+        """
         symbols = sorted({run[0].symbol for run in runs})
-        self.labels_sources: list[Floats] = []
-        self.ts_sources: list[Int64s] = []
+        labels_parts: list[Floats] = []
         self.records: list[tuple[SegmentRecord, ...]] = []
-        parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _SAMPLE_FIELDS}
+        segment_parts: list[Int32s] = []
+        start_parts: list[Int64s] = []
+        source_symbol: list[int] = []
+        rows: list[int] = []
         for run, phase in zip(runs, phases, strict=True):
             ts, labels = self._read_index_columns(run)
-            first, last = valid_starts(ts, labels, self.window, self.stride, phase, start, end)
+            first, _ = valid_starts(ts, labels, self.window, self.stride, phase, start, end)
             if first.size == 0:
                 continue
-            source_id = len(self.records)
-            self.labels_sources.append(labels)
-            self.ts_sources.append(ts)
+            segment_parts.append(np.full(first.size, len(self.records), np.int32))
+            start_parts.append(first)
+            source_symbol.append(symbols.index(run[0].symbol))
+            labels_parts.append(labels)
+            rows.append(ts.shape[0])
             self.records.append(tuple(run))
-            parts["sample_segment"].append(np.full(first.size, source_id, np.int32))
-            parts["sample_start"].append(first)
-            parts["sample_ts"].append(ts[last])
-            parts["sample_first_ts"].append(ts[first])
-            parts["sample_symbol"].append(
-                np.full(first.size, symbols.index(run[0].symbol), np.int32)
-            )
         if not self.records:
             raise ConfigError(
                 f"no samples left: {len(runs)} segment run(s) selected, window {self.window}, "
@@ -205,24 +205,49 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             )
         self.symbols = tuple(symbols)
         self.chunks = ChunkIndex(self.version, [list(r) for r in self.records])
-        for name, dtype in _SAMPLE_FIELDS.items():
-            if name == "sample_chunk":
-                continue
-            array = np.concatenate(parts[name]).astype(dtype, copy=False)
-            array.setflags(write=False)
-            setattr(self, name, array)
-        sample_chunk = self.chunks.chunk_of(self.sample_segment, self.sample_start)
-        sample_chunk.setflags(write=False)
-        self.sample_chunk = sample_chunk
-        self._label_offset = np.concatenate(
-            [[0], np.cumsum([t.shape[0] for t in self.ts_sources])[:-1]]
-        ).astype(np.int64)
-        self._labels_flat = np.concatenate(self.labels_sources)
-        # The per-source label arrays become views of the flat one (no second copy).
-        self.labels_sources = [
-            self._labels_flat[o : o + t.shape[0]]
-            for o, t in zip(self._label_offset, self.ts_sources, strict=True)
+        self._source_symbol = np.asarray(source_symbol, dtype=np.int32)
+        self.sample_segment = _frozen(np.concatenate(segment_parts))
+        self.sample_start = _frozen(np.concatenate(start_parts).astype(np.int64, copy=False))
+        self._label_offset = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
+        self._labels_flat = np.concatenate(labels_parts)
+
+    @property
+    def labels_sources(self) -> list[Floats]:
+        """Per source, its labels ``float32 [rows, L]`` (views of one array in RAM)."""
+        ends = [*self._label_offset[1:].tolist(), self._labels_flat.shape[0]]
+        return [
+            self._labels_flat[lo:hi]
+            for lo, hi in zip(self._label_offset.tolist(), ends, strict=True)
         ]
+
+    @functools.cached_property
+    def ts_sources(self) -> list[Int64s]:
+        """Per source, its timestamps ``int64 [rows]`` (read again from the store on first use)."""
+        return [self._read_index_columns(list(run))[0] for run in self.records]
+
+    @functools.cached_property
+    def sample_ts(self) -> Int64s:
+        """``int64[N]`` timestamp of each window's last row."""
+        return self._sample_timestamps(self.window - 1)
+
+    @functools.cached_property
+    def sample_first_ts(self) -> Int64s:
+        """``int64[N]`` timestamp of each window's first row."""
+        return self._sample_timestamps(0)
+
+    @functools.cached_property
+    def sample_symbol(self) -> Int32s:
+        """``int32[N]`` index into :attr:`symbols` of each sample."""
+        return _frozen(self._source_symbol[self.sample_segment])
+
+    @functools.cached_property
+    def sample_chunk(self) -> Int64s:
+        """``int64[N]`` id (in :attr:`chunks`) of the chunk holding each window's first row."""
+        return _frozen(self.chunks.chunk_of(self.sample_segment, self.sample_start))
+
+    def _sample_timestamps(self, row: int) -> Int64s:
+        ts = np.concatenate(self.ts_sources)
+        return _frozen(ts[self._label_offset[self.sample_segment] + self.sample_start + row])
 
     def _read_index_columns(self, run: list[SegmentRecord]) -> tuple[Int64s, Floats]:
         """A run's timestamps and labels (``NaN`` labels for segments stored without)."""
@@ -412,11 +437,13 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             raise ConfigError(f"subset indices must be 1-D in [0, {len(self)})")
         sub = object.__new__(type(self))  # not copy.copy: that would pickle and rebuild
         sub.__dict__.update(self.__dict__)
+        for name in _DERIVED:
+            sub.__dict__.pop(name, None)
+            if name in self.__dict__:  # already computed here: slice rather than derive
+                sub.__dict__[name] = _frozen(self.__dict__[name][idx])
+        sub.sample_segment = _frozen(self.sample_segment[idx])
+        sub.sample_start = _frozen(self.sample_start[idx])
         _LIVE.add(sub)
-        for name in _SAMPLE_FIELDS:
-            array = getattr(self, name)[idx]
-            array.setflags(write=False)
-            setattr(sub, name, array)
         return sub
 
     def close(self) -> None:
@@ -429,7 +456,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_pool"] = self._pool.size
-        for name in ("_gather", "_cache", "sources"):
+        for name in ("_gather", "_cache", "sources", "ts_sources"):
             state.pop(name, None)
         return state
 
@@ -464,14 +491,12 @@ def _ram() -> int:
         return 0
 
 
-_SAMPLE_FIELDS: dict[str, type[np.generic]] = {
-    "sample_segment": np.int32,
-    "sample_start": np.int64,
-    "sample_ts": np.int64,
-    "sample_first_ts": np.int64,
-    "sample_symbol": np.int32,
-    "sample_chunk": np.int64,
-}
+_DERIVED = ("sample_ts", "sample_first_ts", "sample_symbol", "sample_chunk")
+
+
+def _frozen(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    array.setflags(write=False)
+    return array
 
 
 def _check_positive(name: str, value: int) -> None:

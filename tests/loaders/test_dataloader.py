@@ -181,6 +181,8 @@ def test_pin_memory_without_cuda_is_a_no_op(dataset: WindowDataset) -> None:
     x, _ = next(iter(loader))
     assert loader.pin_memory is torch.cuda.is_available()
     assert x.is_pinned() is torch.cuda.is_available()
+    if not torch.cuda.is_available():
+        assert x.data_ptr() % 4096 == 0  # ordinary buffers are page-aligned
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
