@@ -87,6 +87,30 @@ class TrainData:
             config.batch_size // dp_size,
         )
 
+    def labels(self, split: WindowDataset) -> npt.NDArray[np.float32]:
+        """The labels ``[N, L]`` of a split's samples, in sample order."""
+        rows = split.sample_start + (split.window - 1)
+        out = np.empty((len(split), split.n_labels), dtype=np.float32)
+        for source, labels in enumerate(split.labels_sources):
+            mask = split.sample_segment == source
+            out[mask] = labels[rows[mask]]
+        return out
+
+    def label_stats(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Mean and standard deviation of the training labels, per label (a zero or
+        non-finite std is 1). The model predicts standardized labels: returns are
+        often ~1e-4, far below the scale an optimizer's steps move outputs by."""
+        labels = self.labels(self.train).astype(np.float64)
+        mean, std = labels.mean(axis=0), labels.std(axis=0)
+        std[~np.isfinite(std) | (std == 0)] = 1.0
+        return mean, std
+
+    def baseline_loss(self) -> float:
+        """Validation loss (in standardized units) of always predicting the training
+        labels' mean: the bar a model has to clear."""
+        mean, std = self.label_stats()
+        return float((((self.labels(self.valid) - mean) / std) ** 2).mean())
+
     def train_loader(self, dp_rank: int, dp_size: int, device: str | None) -> DataLoader:
         """This rank's shard of the training windows: every sample once per epoch.
 

@@ -51,7 +51,9 @@ class _Run:
         self.launch = 0  # starts of this run before this one (torchrun restarts or reruns)
         self.out = Path(config.out)
         self.checkpoints = Checkpoints(self.out / "checkpoints", config.keep_checkpoints)
-        if ctx.device.type == "cpu":
+        if ctx.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+            # Ranks on one node share its cores; more threads than cores make gloo's
+            # collectives wait on descheduled ranks.
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // ctx.local_world_size))
         self.data = TrainData.build(config, ctx.dp_size, ctx.local_world_size)
         self.identity = StoreIdentity.of(self.data.version)
@@ -74,6 +76,9 @@ class _Run:
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
             self.optimizer, T_max=config.epochs
         )
+        mean, std = self.data.label_stats()
+        self.y_mean = torch.as_tensor(mean, dtype=torch.float32, device=ctx.device)
+        self.y_std = torch.as_tensor(std, dtype=torch.float32, device=ctx.device)
         device = str(ctx.device) if ctx.device.type == "cuda" else None
         self.loader = self.data.train_loader(ctx.dp_rank, ctx.dp_size, device)
         self.valid_loader = self.data.valid_loader(ctx.dp_rank, ctx.dp_size, device)
@@ -141,6 +146,7 @@ class _Run:
     def run(self) -> dict[str, Any]:
         config, ctx = self.config, self.ctx
         resumed = self.resume()
+        self.baseline = self.data.baseline_loss()
         self.t0 = time.perf_counter()
         start = {
             "event": "start",
@@ -153,6 +159,7 @@ class _Run:
             "train_samples": len(self.data.train),
             "valid_samples": len(self.data.valid),
             "global_batch": config.batch_size,
+            "valid_baseline_loss": self.baseline,
             "steps_per_epoch": -(-len(self.data.train) // config.batch_size),
         }
         if resumed is not None:
@@ -199,8 +206,10 @@ class _Run:
             ids = plan.batch(k)
             if x.shape[0] != ids.shape[0]:
                 raise RuntimeError(f"step {k}: batch of {x.shape[0]} for {ids.shape[0]} ids")
+            if self.samples is not None:
+                self.check_batch(self.step + 1, ids, x, y)
             pred = self.model(x)
-            sq = (pred - y).pow(2).sum()
+            sq = (pred - (y - self.y_mean) / self.y_std).pow(2).sum()
             # DDP averages gradients over the dp ranks; scaling by dp_size / n_global makes
             # the update the mean over the global step, also for a short last step.
             loss = sq * (ctx.dp_size / (n_global * y.shape[1]))
@@ -210,6 +219,8 @@ class _Run:
             self.step += 1
             self.samples_seen += n_global
             samples_epoch += n_global
+            if self.samples is not None:
+                self.log_samples(epoch, ids)
             step_sums = torch.stack([sq.detach().double(), sq.new_tensor(y.numel()).double()])
             self.epoch_acc += step_sums
             since_eval += step_sums
@@ -218,8 +229,6 @@ class _Run:
                     f"step {self.step}: the tensor-parallel peers of rank {ctx.rank} hold "
                     "other samples; their batches must be identical"
                 )
-            if self.samples is not None:
-                self.log_samples(epoch, ids, x, y)
             last = k + 1 == plan.num_steps
             if config.eval_every and self.step % config.eval_every == 0 and not last:
                 self.evaluate(epoch, since_eval)
@@ -254,7 +263,8 @@ class _Run:
         }
         self.log(record)
         self.say(
-            f"epoch {epoch}: train loss {record['train_loss']:.5f}  valid loss {valid:.5f}  "
+            f"epoch {epoch}: train loss {record['train_loss']:.5g}  valid loss {valid:.5g} "
+            f"(mean predictor {self.baseline:.5g})  "
             f"{record['samples_per_s']:,.0f} samples/s  data stall {record['stall_pct']:.1f}% "
             f"(max rank {record['stall_pct_max']:.1f}%)  {record['step']} steps, "
             f"{self.samples_seen:,} samples seen"
@@ -277,7 +287,7 @@ class _Run:
         sums = [0.0, 0.0]
         with torch.no_grad():
             for x, y in self.valid_loader:
-                sums[0] += float((self.net(x) - y).pow(2).sum())
+                sums[0] += float((self.net(x) - (y - self.y_mean) / self.y_std).pow(2).sum())
                 sums[1] += float(y.numel())
         self.model.train()
         sq, n, tsq, tn = self.ctx.all_reduce([*sums, *since.tolist()])
@@ -313,6 +323,8 @@ class _Run:
             "config": self.config.to_dict(),
             "world": self.ctx.world_size,
             "attempt": self.attempt,
+            "label_mean": self.y_mean.cpu(),
+            "label_std": self.y_std.cpu(),
             "model": self.net.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
@@ -333,13 +345,16 @@ class _Run:
         has = any(p.name == f"step-{step:09d}.pt" for p in self.checkpoints.paths())
         return bool(self.ctx.broadcast_object(has))
 
-    def log_samples(self, epoch: int, ids: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Record this step's sample ids, after checking the batch is exactly those samples."""
+    def check_batch(self, step: int, ids: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Raise unless the loader's batch is exactly a direct gather of ``ids``."""
         want_x, want_y = self.data.train.get_batch(ids)
         if not (
             np.array_equal(x.cpu().numpy(), want_x) and np.array_equal(y.cpu().numpy(), want_y)
         ):
-            raise RuntimeError(f"step {self.step}: the loader's batch is not samples {ids[:8]}...")
+            raise RuntimeError(f"step {step}: the loader's batch is not samples {ids[:8]}...")
+
+    def log_samples(self, epoch: int, ids: np.ndarray) -> None:
+        """Record the sample ids of the step just completed (optimizer step done)."""
         if self.samples is None:
             return
         tp_rank = 0 if self.ctx.mesh is None else self.ctx.mesh.get_local_rank("tp")
