@@ -1,0 +1,90 @@
+"""Stored-data faults seen through the public loader API name the damaged chunk file.
+
+Each test builds ``WindowDataset(version, window)`` and iterates
+``ticktensor.DataLoader`` inside one ``pytest.raises`` block, so it holds whether the
+loader reads chunks when the dataset is built or lazily while iterating.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ticktensor import DataLoader
+from ticktensor.errors import StoreCorruptError
+from ticktensor.loaders import WindowDataset
+from ticktensor.reliability.soak import make_soak_store
+from ticktensor.store import Store
+
+CHUNK = "values/c/1/0"
+
+
+@pytest.fixture(scope="module", params=["none", "zstd"])
+def pristine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp(f"loader-{request.param}") / "s"
+    make_soak_store(str(root), request.param, symbols=2, rows=3000)
+    return root
+
+
+@pytest.fixture
+def store(pristine: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "s"
+    shutil.copytree(pristine, copy)
+    return copy
+
+
+def _chunk(store: Path) -> Path:
+    seg = Store.open(str(store)).version().segments[0]
+    return store / seg.path / CHUNK
+
+
+def _consume(store: Path) -> None:
+    dataset = WindowDataset(Store.open(str(store)).version(), 32)
+    for _ in DataLoader(dataset, batch_size=64):
+        pass
+
+
+def test_intact_store_reads(store: Path) -> None:
+    _consume(store)
+
+
+def test_altered_chunk_is_named(store: Path, request: pytest.FixtureRequest) -> None:
+    if "none" in request.node.callspec.id:
+        # Raw chunks are memory-mapped and used as they are: a same-size alteration is
+        # only found by hashing (`ticktensor verify`, `read_segment(verify=True)`); the
+        # loader does not hash on read. Kept visible as a known gap (docs/security.md).
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="loader does not hash raw chunks on read (known gap)", strict=True
+            )
+        )
+    path = _chunk(store)
+    data = bytearray(path.read_bytes())
+    for i in range(0, len(data), 97):
+        data[i] ^= 0x5A  # same size, other bytes
+    path.write_bytes(bytes(data))
+    with pytest.raises((StoreCorruptError, OSError), match=CHUNK):
+        _consume(store)
+
+
+def test_io_error_reading_a_chunk_is_named(store: Path) -> None:
+    path = _chunk(store)
+    path.unlink()
+    path.mkdir()  # reading it fails with an OS error (EISDIR), as a bad disk would
+    with pytest.raises((StoreCorruptError, OSError), match=CHUNK):
+        _consume(store)
+
+
+def test_missing_chunk_is_named(store: Path) -> None:
+    _chunk(store).unlink()
+    with pytest.raises((StoreCorruptError, OSError), match=CHUNK):
+        _consume(store)
+
+
+def test_truncated_chunk_is_named(store: Path) -> None:
+    path = _chunk(store)
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises((StoreCorruptError, OSError), match=CHUNK):
+        _consume(store)
