@@ -55,3 +55,20 @@ def test_thread_counts_and_sweep_points() -> None:
     points = sweep_values(Workload(rows=1000, window=64), quick=True)
     assert points["rows"] == [250, 500, 1000]
     assert points["window"] == [32, 128, 512]
+
+
+def test_a_store_given_with_store_becomes_the_workload(tmp_path: Path) -> None:
+    from ticktensor.bench.workload import prepare
+
+    generated = Workload(
+        symbols=2, rows=300, features=3, window=8, chunk_rows=64, cache_dir=tmp_path
+    )
+    prepare(generated, ["none"], say=lambda _: None)
+    url = str(generated.store_dir("none"))
+    w = Workload.from_store(url, window=16, cache_dir=tmp_path / "other")
+    assert (w.symbols, w.rows, w.features, w.window, w.source) == (2, 300, 3, 16, url)
+    series = list(w.series())
+    assert [s.symbol for s in series] == ["S000", "S001"]
+    original = list(generated.series())
+    assert (series[1].values == original[1].values).all()
+    assert w.data_dir != generated.data_dir

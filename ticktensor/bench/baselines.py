@@ -143,13 +143,8 @@ def numpy_gather(
 class _MmapGather:
     """Fill one batch from mmap arrays: per-window copies or one fancy index per series."""
 
-    def __init__(self, npy_dir: Path, series: int, window: int, fancy: bool) -> None:
-        self.values = [
-            np.load(npy_dir / f"values-{s:03d}.npy", mmap_mode="r") for s in range(series)
-        ]
-        self.labels = [
-            np.load(npy_dir / f"labels-{s:03d}.npy", mmap_mode="r") for s in range(series)
-        ]
+    def __init__(self, arrays: MmapWindows, window: int, fancy: bool) -> None:
+        self.values, self.labels = arrays.values, arrays.labels
         self.window, self.fancy = window, fancy
         self.steps = np.arange(window, dtype=np.int64)
 
@@ -172,7 +167,7 @@ class _MmapGather:
 
 def threadpool_mmap(
     ds: WindowDataset,
-    npy_dir: Path,
+    arrays: MmapWindows,
     batch: int,
     order: npt.NDArray[np.int64],
     seconds: float,
@@ -181,14 +176,14 @@ def threadpool_mmap(
     ahead: int = 2,
     fancy: bool = False,
 ) -> Callable[[int], Rep]:
-    """``ThreadPoolExecutor(threads)`` gathering ``order``'s windows from mmap arrays.
+    """``ThreadPoolExecutor(threads)`` gathering ``order``'s windows from the mmap ``arrays``.
 
     Preallocated buffers, ``ahead`` batches submitted ahead of the consumer: what a strong
     user writes with threads. ``fancy`` picks one numpy fancy index per series instead of
     a copy per window.
     """
     to_series = series_of_sources(ds)
-    gather = _MmapGather(npy_dir, len(to_series), ds.window, fancy)
+    gather = _MmapGather(arrays, ds.window, fancy)
     slots = ahead + 2  # in flight, the one the consumer holds, and one spare
     xs = [np.empty((batch, ds.window, ds.n_features), dtype=np.float32) for _ in range(slots)]
     ys = [np.empty((batch, ds.n_labels), dtype=np.float32) for _ in range(slots)]

@@ -74,9 +74,9 @@ def run_loader(
         "ticktensor": ticktensor_loader(ds, b, o.order, w.seed, s, o.threads),
         "torch_mmap_w0": torch_loader(mmap, b, 0, w.seed, s),
         "torch_mmap_w2": torch_loader(mmap, b, 2, w.seed, s),
-        "threadpool_mmap_copy": threadpool_mmap(ds, w.npy_dir(), b, order, s, threads=o.threads),
+        "threadpool_mmap_copy": threadpool_mmap(ds, mmap, b, order, s, threads=o.threads),
         "threadpool_mmap_fancy": threadpool_mmap(
-            ds, w.npy_dir(), b, order, s, threads=o.threads, fancy=True
+            ds, mmap, b, order, s, threads=o.threads, fancy=True
         ),
         "numpy_gather": numpy_gather(ds, b, order, s),
         "get_batch_loop": get_batch_loop(ds, b, order, s),
