@@ -284,11 +284,13 @@ def _check_array(
         got = (tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype))
         codecs = tuple(type(c).__name__ for c in array.compressors)
         filters = tuple(array.filters)
+        serializer = type(array.serializer).__name__
     except Exception as exc:  # properties of malformed metadata raise anything
         why = f"array {name!r} metadata is malformed ({exc!r:.200})"
         raise StoreCorruptError(f"{where}: {why}") from exc
     want = (shape, chunks, dtype)
-    if got != want or filters or codecs != _CODEC_CLASSES[layout.codec.value]:
+    codecs_ok = codecs == _CODEC_CLASSES[layout.codec.value] and serializer == "BytesCodec"
+    if got != want or filters or not codecs_ok:
         raise StoreCorruptError(
             f"{where}: array {name!r} is shape {list(got[0])}, chunks {list(got[1])}, {got[2]}, "
             f"codecs {list(codecs)}; the manifest says shape {list(shape)}, chunks "
