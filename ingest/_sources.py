@@ -149,7 +149,14 @@ def _decompress(
 
 
 class _ZstdReader(io.RawIOBase):
-    """Streaming zstd decoder over any number of frames that notices a truncated frame."""
+    """Streaming zstd decoder over any number of frames that notices a truncated frame.
+
+    Input is fed to the decoder ``_SLICE`` bytes at a time, so one step decodes at most
+    about ``_SLICE`` x 43,690 bytes (zstd's largest ratio, RLE blocks): a decompression
+    bomb streams through bounded memory instead of being expanded at once.
+    """
+
+    _SLICE = 1024
 
     def __init__(self, raw: IO[bytes]) -> None:
         import zstandard
@@ -158,6 +165,8 @@ class _ZstdReader(io.RawIOBase):
         self._new = zstandard.ZstdDecompressor().decompressobj
         self._obj = self._new()
         self._pending = b""
+        self._input = b""
+        self._pos = 0
         self._started = False
 
     def readable(self) -> bool:
@@ -165,21 +174,24 @@ class _ZstdReader(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         while not self._pending:
-            chunk = self._raw.read(1 << 20)
-            if not chunk:
-                if self._started and not self._obj.eof:
-                    raise EOFError("the stream ends inside a frame (truncated file)")
-                return 0
+            if self._pos >= len(self._input):
+                self._input, self._pos = self._raw.read(1 << 20), 0
+                if not self._input:
+                    if self._started and not self._obj.eof:
+                        raise EOFError("the stream ends inside a frame (truncated file)")
+                    return 0
+            piece = self._input[self._pos : self._pos + self._SLICE]
+            self._pos += len(piece)
             self._started = True
             out = []
-            while chunk:
-                out.append(self._obj.decompress(chunk))
+            while piece:
+                out.append(self._obj.decompress(piece))
                 if self._obj.eof:  # next frame, if any, starts in unused_data
-                    chunk = self._obj.unused_data
+                    piece = self._obj.unused_data
                     self._obj = self._new()
-                    self._started = bool(chunk)
+                    self._started = bool(piece)
                 else:
-                    chunk = b""
+                    piece = b""
             self._pending = b"".join(out)
         n = min(len(buffer), len(self._pending))
         buffer[:n] = self._pending[:n]
