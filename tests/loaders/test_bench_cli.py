@@ -112,3 +112,11 @@ def test_bench_report_refuses_other_files(tmp_path: Path) -> None:
     path = tmp_path / "rows.json"
     path.write_text("[]")
     assert main(["bench", "report", str(path)]) == 1
+
+
+@pytest.mark.parametrize("part", [[], ["loader"], ["ingest"], ["train"], ["all"], ["report"]])
+def test_bench_help(part: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", *part, "--help"])
+    assert exited.value.code == 0
+    assert "usage: ticktensor bench" in capsys.readouterr().out

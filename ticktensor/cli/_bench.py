@@ -12,7 +12,7 @@ _PARTS = {
     "loader": "ticktensor.DataLoader against torch (mmap, zarr), threads, numpy, memcpy, decode "
     "and sequential read, in one run; goals, model, thread scaling",
     "ingest": "CSV trades -> store against pyarrow and pandas",
-    "train": "data stall % under a simulated accelerator at several step times",
+    "train": "data stall (share of time waiting for batches) under a simulated accelerator",
     "all": "loader, train, scaling sweeps and ingest (--quick: under 5 minutes on 2 cores)",
 }
 QUICK = {"rows": 250_000, "seconds": 0.5, "repeats": 3, "passes": 1, "ingest_rows": 1_000_000}
