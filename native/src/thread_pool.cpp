@@ -1,6 +1,8 @@
 // tt::ThreadPool: fixed workers, a FIFO of jobs, callers participate in their own job.
 #include "ticktensor/thread_pool.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -22,7 +24,21 @@ struct ThreadPool::Job {
   std::exception_ptr error;
 };
 
-ThreadPool::ThreadPool(std::size_t n_threads) {
+namespace {
+
+bool forked_since(long pid) { return static_cast<long>(::getpid()) != pid; }
+
+}  // namespace
+
+ThreadPool::ThreadPool(std::size_t n_threads)
+    : state_(std::make_unique<State>()),
+      workers_(state_->workers),
+      mutex_(state_->mutex),
+      work_cv_(state_->work_cv),
+      done_cv_(state_->done_cv),
+      queue_(state_->queue),
+      stop_(state_->stop),
+      owner_pid_(static_cast<long>(::getpid())) {
   if (n_threads == 0) {
     throw ArgumentError("ThreadPool: n_threads must be >= 1, got 0");
   }
@@ -44,6 +60,13 @@ ThreadPool::ThreadPool(std::size_t n_threads) {
 }
 
 ThreadPool::~ThreadPool() {
+  if (forked_since(owner_pid_)) {
+    // The workers exist only in the parent: joining them would wait forever, destroying
+    // a joinable std::thread terminates, and destroying the condition variables they
+    // waited on blocks. Leak the whole state instead.
+    static_cast<void>(state_.release());  // Intentional leak.
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -90,7 +113,7 @@ void ThreadPool::parallel_for(std::size_t n_items, const RangeFn& fn, std::size_
   // About four ranges per participant balances uneven ranges without much claiming traffic.
   const std::size_t target = (n_items + 4 * participants - 1) / (4 * participants);
   const std::size_t chunk = std::max<std::size_t>({grain, target, 1});
-  if (workers_.empty() || chunk >= n_items) {
+  if (workers_.empty() || chunk >= n_items || forked_since(owner_pid_)) {
     fn(0, n_items);
     return;
   }

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gc
+import os
+import signal
 import sys
 import threading
+import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -364,3 +367,27 @@ def test_empty_source_is_allowed_but_has_no_windows() -> None:
     np.testing.assert_array_equal(gather.gather([1], [1], 3)[0], full[1:4])
     with pytest.raises(IndexError, match=r"window \[0, 1\) exceeds array 0 of 0 rows"):
         gather.gather([0], [0], 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_pool_created_before_fork_works_in_the_child() -> None:
+    """The child has none of the pool's threads: work runs inline and nothing hangs."""
+    pool = ThreadPool(2)
+    sources = [np.random.default_rng(0).random((50_000, 32), dtype=np.float32)]
+    gather = WindowGather(sources, pool=pool)
+    ids, starts = np.zeros(512, np.int64), np.arange(512)
+    expected = gather.gather(ids, starts, 128)  # big enough to use the workers
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        ok = np.array_equal(gather.gather(ids, starts, 128), expected)
+        del gather, pool  # the destructor must not wait for the parent's threads
+        os._exit(0 if ok else 3)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    pytest.fail("the child hung on a pool created before fork")

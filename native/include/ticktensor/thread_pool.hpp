@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -18,6 +19,10 @@ namespace tt {
 // parallel_for may be called from several host threads at once: each call is one job in a
 // FIFO; idle workers join the oldest job that still has unclaimed items, and every caller
 // works on its own job until all of its items are claimed, so no call can starve.
+//
+// Fork: a child process inherits the pool but not its threads. There, parallel_for runs
+// everything on the calling thread and the destructor leaves the (absent) workers alone,
+// so a pool created before fork() neither deadlocks nor crashes the child.
 class ThreadPool {
  public:
   // fn(begin, end) processes the items [begin, end).
@@ -44,12 +49,24 @@ class ThreadPool {
   void worker_loop();
   static void run_ranges(Job& job) noexcept;
 
-  std::vector<std::thread> workers_;
-  std::mutex mutex_;                 // Guards queue_, stop_ and every Job::active.
-  std::condition_variable work_cv_;  // Signals workers: a job was queued, or stop_.
-  std::condition_variable done_cv_;  // Signals callers: a worker left a job.
-  std::deque<Job*> queue_;           // Jobs that may still have unclaimed items.
-  bool stop_ = false;
+  // The threads and their locks live on the heap: a forked child leaks them, since
+  // destroying a condition variable the parent's (absent) workers waited on never returns.
+  struct State {
+    std::vector<std::thread> workers;
+    std::mutex mutex;                 // Guards queue, stop and every Job::active.
+    std::condition_variable work_cv;  // Signals workers: a job was queued, or stop.
+    std::condition_variable done_cv;  // Signals callers: a worker left a job.
+    std::deque<Job*> queue;           // Jobs that may still have unclaimed items.
+    bool stop = false;
+  };
+  std::unique_ptr<State> state_;
+  std::vector<std::thread>& workers_;
+  std::mutex& mutex_;
+  std::condition_variable& work_cv_;
+  std::condition_variable& done_cv_;
+  std::deque<Job*>& queue_;
+  bool& stop_;
+  long owner_pid_;                   // The process whose threads these are.
 };
 
 }  // namespace tt
