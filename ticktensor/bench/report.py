@@ -105,7 +105,8 @@ def text(results: Results) -> str:
         out.append(
             f"# {meta.get('date', '')}  {m.get('cpu', '')}  {m.get('cores', '')} cores  "
             f"{m.get('memory_gib', '')} GiB  GPU: {m.get('gpu') or 'none'}  "
-            f"commit {str(meta.get('git', {}).get('commit') or '')[:10]}"
+            f"commit {str(meta.get('git', {}).get('commit') or '')[:10]}  load average "
+            f"{_load(m.get('load_average'))} -> {_load(meta.get('load_average_after'))}"
         )
     if results.rows:
         widths: tuple[int, ...] = (-24, -10, 14, 9, 9, 9, 11)
@@ -157,6 +158,10 @@ def text(results: Results) -> str:
     return "\n".join(out)
 
 
+def _load(values: Sequence[float] | None) -> str:
+    return "?" if not values else f"{values[0]:.2f}"
+
+
 def _point(p: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v:,.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in p.items())
 
@@ -206,7 +211,9 @@ def readme_section(results: Results, source: str, plot: str | None = None) -> st
         f"Generated from [`{source}`]({source}) by `ticktensor bench report {source} --readme "
         "README.md` (do not edit by hand). Measured on "
         f"{m.get('cores', '?')} cores of {m.get('cpu', 'an unknown CPU')}, "
-        f"{m.get('memory_gib', '?')} GiB RAM, {gpu}; commit `{commit}`, {meta.get('date', '')}; "
+        f"{m.get('memory_gib', '?')} GiB RAM, {gpu}, load average "
+        f"{_load(m.get('load_average'))} -> {_load(meta.get('load_average_after'))}; "
+        f"commit `{commit}`, {meta.get('date', '')}; "
         f"command `{meta.get('command', '')}`.",
         "",
         markdown(results),

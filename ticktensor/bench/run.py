@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -53,6 +54,7 @@ def execute(
 
         run_ingest(ingest_rows, results, say=say)
     results.meta["seconds"] = round(time.perf_counter() - started, 1)
+    results.meta["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     say("")
     say(text(results))
     if show_markdown:
