@@ -1,5 +1,7 @@
 """Store -> batches: window datasets, sample orders, time splits, sharding and resumable state."""
 
+from ._resident import ResidentOptions
+from .dali import DaliOptions
 from .dataloader import DataLoader
 from .dataset import WindowDataset
 from .samplers import (
@@ -16,9 +18,11 @@ from .splits import TimeSplit, time_splits, walk_forward
 __all__ = [
     "BlockShuffleOrder",
     "CrossSectionalOrder",
+    "DaliOptions",
     "DataLoader",
     "EpochState",
     "Order",
+    "ResidentOptions",
     "SequentialOrder",
     "ShardPlan",
     "TimeSplit",

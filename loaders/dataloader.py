@@ -6,7 +6,7 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -15,8 +15,11 @@ import torch.utils.data
 
 from ticktensor.errors import ConfigError
 
+from ._index import normalization
 from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
 from ._readahead import Readahead
+from ._resident import DeviceChunks, ResidentBatches, ResidentOptions
+from .dali import DaliBatches, DaliOptions
 from .dataset import WindowDataset
 from .samplers import BlockShuffleOrder, Order, SequentialOrder, UniformOrder
 from .sharding import EpochState, ShardPlan, world_from_env
@@ -89,6 +92,17 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
     readahead
         Fast path: batches whose feature chunks are loaded ahead of their assembly, as
         far as the dataset's chunk cache budget allows (default 16).
+    backend
+        Fast path: ``"torch"`` (default) hands out the buffers as torch tensors;
+        ``"dali"`` (or a :class:`~ticktensor.loaders.dali.DaliOptions`) runs them through
+        an NVIDIA DALI pipeline that normalizes and casts, on the GPU of ``device`` or on
+        the CPU. Same batches, length, sharding and state.
+    residency
+        Fast path: ``"host"`` (default) keeps chunks in host memory and copies windows;
+        ``"device"`` (or a :class:`~ticktensor.loaders.ResidentOptions`) copies each chunk
+        to ``device`` once and cuts windows there, so host-to-device traffic is chunk
+        bytes, not window bytes. Needs ``device``; ``"cpu"`` runs the same logic on host
+        tensors.
 
     Examples
     --------
@@ -127,6 +141,8 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         device: torch.device | str | None = None,
         prefetch: int | None = None,
         readahead: int | None = None,
+        backend: str | DaliOptions | None = None,
+        residency: str | ResidentOptions | None = None,
     ) -> None:
         hooks = {"sampler": sampler, "batch_sampler": batch_sampler, "collate_fn": collate_fn}
         hooks["worker_init_fn"] = worker_init_fn
@@ -140,7 +156,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             fast_only: dict[str, object] = {"order": order, "seed": seed, "rank": rank}
             fast_only["world_size"] = world_size
             fast_only |= {"pad": pad, "device": device, "prefetch": prefetch}
-            fast_only["readahead"] = readahead
+            fast_only |= {"readahead": readahead, "backend": backend, "residency": residency}
             given = sorted(name for name, value in fast_only.items() if value is not None)
             if given:
                 raise ConfigError(
@@ -182,16 +198,21 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         cuda = torch.cuda.is_available()
         if self.device is not None and self.device.type == "cuda" and not cuda:
             raise ConfigError(f"device {self.device}: CUDA is not available")
+        self._dali, self._resident = self._check_backend(backend, residency, self.device)
         self._delivery: Deliver = host_delivery
-        if self.device is not None and self.device.type == "cuda":
+        on_cuda = self.device is not None and self.device.type == "cuda"
+        plain = self._dali is None and self._resident is None
+        if self.device is not None and self.device.type == "cuda" and plain:
             self._delivery = CudaDelivery(self.device)
-        self.pin_memory = bool(cuda and (pin_memory or isinstance(self._delivery, CudaDelivery)))
+        self.pin_memory = bool(cuda and (pin_memory or on_cuda))
+        self._memory = "pinned" if self.pin_memory else "pageable" if cuda else "pageable (no CUDA)"
+        self._chunks_on_device: DeviceChunks | None = None
         self._state = EpochState(seed=seed)
         self._orders = _Orders(self.order, dataset)
         self._orders.prefetch(self._state.epoch)  # overlaps the caller's own setup
         weakref.finalize(self, self._orders.close)
         self._generation = 0
-        self._last: weakref.ref[Prefetcher] | None = None  # weak: it owns the thread
+        self._last: weakref.ref[_Batches] | None = None  # weak: it owns the thread
         self._last_stats: PrefetchStats | None = None
 
     @staticmethod
@@ -215,6 +236,41 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             if value is not None and (isinstance(value, bool) or value < 1):
                 raise ConfigError(f"{name}: expected an integer >= 1, got {value!r}")
         return int(batch_size)
+
+    @staticmethod
+    def _check_backend(
+        backend: str | DaliOptions | None,
+        residency: str | ResidentOptions | None,
+        device: torch.device | None,
+    ) -> tuple[DaliOptions | None, ResidentOptions | None]:
+        """The DALI and residency options asked for (``None``: the plain path)."""
+        dali: DaliOptions | None = None
+        if isinstance(backend, DaliOptions):
+            dali = backend
+        elif backend == "dali":
+            dali = DaliOptions()
+        elif backend not in (None, "torch"):
+            raise ConfigError(
+                f"backend: expected 'torch', 'dali' or a DaliOptions, got {backend!r}"
+            )
+        resident: ResidentOptions | None = None
+        if isinstance(residency, ResidentOptions):
+            resident = residency
+        elif residency == "device":
+            resident = ResidentOptions()
+        elif residency not in (None, "host"):
+            raise ConfigError(
+                f"residency: expected 'host', 'device' or a ResidentOptions, got {residency!r}"
+            )
+        if dali is not None and resident is not None:
+            raise ConfigError("backend='dali' and residency='device' do not combine: pick one")
+        if resident is not None and device is None:
+            raise ConfigError(
+                "residency='device' needs device= (e.g. 'cuda'; 'cpu' runs it on host tensors)"
+            )
+        if dali is not None and device is not None and device.type not in ("cpu", "cuda"):
+            raise ConfigError(f"backend='dali' runs on 'cpu' or 'cuda', not on {device}")
+        return dali, resident
 
     # -- the torch path ------------------------------------------------------------------
 
@@ -240,6 +296,16 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             self.pad,
         )
         dataset: WindowDataset = self.dataset
+        if self._resident is not None:
+            if self._chunks_on_device is None:
+                assert self.device is not None  # checked in __init__
+                self._chunks_on_device = DeviceChunks(dataset, self.device, self._resident)
+            source: _Batches = ResidentBatches(
+                self._chunks_on_device, plan, self._resident.lookahead
+            )
+            self._last_stats = source.stats
+            self._last = weakref.ref(source)
+            return _FastIterator(self, self._generation, plan, source)
         x_shape = (self.batch_size, dataset.window, dataset.n_features)
         y_shape = (self.batch_size, dataset.n_labels)
         pin = self.pin_memory
@@ -272,10 +338,39 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
             on_stop=dataset.cache.stop_threads,
         )
-        iterator = _FastIterator(self, self._generation, plan, prefetcher)
-        self._last = weakref.ref(prefetcher)
-        self._last_stats = prefetcher.stats
+        source = prefetcher
+        if self._dali is not None:
+            source = self._through_dali(prefetcher)
+        iterator = _FastIterator(self, self._generation, plan, source)
+        self._last = weakref.ref(source)
+        self._last_stats = source.stats
         return iterator
+
+    def _through_dali(self, prefetcher: Prefetcher) -> DaliBatches:
+        """The pass's batches through a DALI pipeline (normalize, cast)."""
+        options = self._dali
+        assert options is not None
+        dataset: WindowDataset = self.dataset
+        if options.normalize and dataset.normalize:
+            raise ConfigError(
+                "DaliOptions(normalize=True) with a dataset built with normalize=True "
+                "would normalize twice"
+            )
+        normalize = not dataset.normalize if options.normalize is None else options.normalize
+        scale = normalization(dataset.version, dataset.feature_names) if normalize else None
+        device_id = None
+        if self.device is not None and self.device.type == "cuda":  # pragma: no cover - GPU only
+            # torch types ``index`` as int; it is None for a bare "cuda".
+            index: int | None = self.device.index
+            device_id = torch.cuda.current_device() if index is None else index
+        return DaliBatches(
+            prefetcher,
+            batch_size=self.batch_size,
+            device_id=device_id,
+            scale=scale,
+            options=options,
+            sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
+        )
 
     def __len__(self) -> int:
         """Batches per epoch (for this rank on the fast path)."""
@@ -359,7 +454,13 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             ...); ``stage_s``: seconds per stage - ``fetch``, ``decode`` and
             ``prepare`` summed over the loading threads, ``load_wait`` (the assembler
             waiting for chunks), ``assemble`` (whole batches, waits included) and
-            ``consumer_wait`` - so the slow stage shows.
+            ``consumer_wait`` - so the slow stage shows; ``memory``: the kind of the
+            batch buffers (``"pinned"``, ``"pageable"``, or ``"pageable (no CUDA)"`` when
+            pinning was skipped because CUDA is absent); ``backend`` and ``residency``;
+            with ``residency="device"``, ``resident``: the device chunk cache's ``slots``,
+            ``whole`` (every chunk fits), ``loads``, ``evictions``, ``hits``, ``misses``,
+            ``h2d_bytes`` (chunk bytes copied to the device), ``load_s``,
+            ``loaded_chunks``.
         """
         self._require_fast("stats")
         figures: dict[str, Any] = {
@@ -401,6 +502,12 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             "assemble": figures["assemble_s"],
             "consumer_wait": figures["wait_s"],
         }
+        figures["memory"] = self._memory
+        figures["backend"] = "torch" if self._dali is None else "dali"
+        figures["residency"] = "host" if self._resident is None else "device"
+        if self._chunks_on_device is not None:
+            device_chunks = self._chunks_on_device
+            figures["resident"] = device_chunks.stats | {"loaded_chunks": device_chunks.loaded}
         return figures | {
             "epoch": self._state.epoch,
             "samples_consumed": self._state.samples_consumed,
@@ -424,11 +531,24 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         )
 
 
+class _Batches(Protocol):
+    """A pass's batches as ``(step, n, x, y, event)``: prefetched, through DALI, or resident."""
+
+    stats: PrefetchStats
+
+    def __next__(self) -> tuple[Any, ...]: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def queue_depth(self) -> int: ...
+
+
 class _FastIterator(Iterator[Batch]):
     """One pass over the rest of an epoch; moves the loader's state as batches are handed out."""
 
     def __init__(
-        self, loader: DataLoader, generation: int, plan: ShardPlan, prefetcher: Prefetcher
+        self, loader: DataLoader, generation: int, plan: ShardPlan, prefetcher: _Batches
     ) -> None:
         self._loader = loader
         self._generation = generation

@@ -1,0 +1,272 @@
+"""Device residency: feature chunks kept in device memory, windows cut there by one gather."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from ticktensor.errors import ConfigError
+
+from ._prefetch import PrefetchStats
+from .dataset import WindowDataset
+from .sharding import ShardPlan
+
+__all__ = ["DeviceChunks", "ResidentBatches", "ResidentOptions"]
+
+Int64s = npt.NDArray[np.int64]
+
+_NEVER: Final = np.iinfo(np.int64).max  # next use of a chunk no planned batch reads
+
+
+@dataclass(frozen=True)
+class ResidentOptions:
+    """How ``DataLoader(..., residency="device")`` keeps chunks on the device.
+
+    Parameters
+    ----------
+    budget_bytes
+        Device bytes for feature chunks. When every chunk of the dataset fits, each is
+        copied once and stays (the whole store on the device); otherwise the chunks live
+        in a cache of ``budget_bytes // chunk_bytes`` slots, filled in the loader's order
+        and evicted by farthest next use. Default: the whole dataset when it fits in half
+        of the device's free memory (for ``cpu``: the dataset's ``cache_bytes``), else
+        that half.
+    lookahead
+        Batches ahead whose chunks decide which chunk to evict, at least 1.
+    """
+
+    budget_bytes: int | None = None
+    lookahead: int = 16
+
+    def __post_init__(self) -> None:
+        if self.budget_bytes is not None and (
+            isinstance(self.budget_bytes, bool)
+            or not isinstance(self.budget_bytes, int)
+            or self.budget_bytes < 1
+        ):
+            raise ConfigError(f"budget_bytes: expected an integer >= 1, got {self.budget_bytes!r}")
+        if isinstance(self.lookahead, bool) or not isinstance(self.lookahead, int):
+            raise ConfigError(f"lookahead: expected an integer >= 1, got {self.lookahead!r}")
+        if self.lookahead < 1:
+            raise ConfigError(f"lookahead: expected an integer >= 1, got {self.lookahead!r}")
+
+
+class DeviceChunks:
+    """A dataset's feature chunks in slots of one device tensor, and the gather over them.
+
+    The pool is ``[slots, max_chunk_rows, F]``; chunk ``c`` sits in slot ``slot_of[c]``.
+    A window of rows ``[s, s + W)`` of a source becomes ``W`` global rows, each mapped to
+    its chunk (a ``searchsorted`` over the chunks' first rows) and then to a row of the
+    pool, so one indexing op cuts a whole batch, windows across chunk boundaries
+    included. Labels (small) are copied to the device whole.
+
+    Parameters
+    ----------
+    dataset
+        The dataset whose chunks to hold (its :class:`ChunkLoader` loads them, with the
+        feature subset and normalization applied).
+    device
+        Where the chunks live (``cpu`` runs the same logic on host tensors).
+    options
+        Budget and lookahead.
+    """
+
+    def __init__(
+        self, dataset: WindowDataset, device: torch.device, options: ResidentOptions
+    ) -> None:
+        index = dataset.chunks
+        self.dataset = dataset
+        self.device = device
+        self.window = dataset.window
+        self.n_features = dataset.n_features
+        self._files = index.files
+        self._loader = dataset._loader
+        self.max_rows = max(f.stored_rows for f in index.files)
+        self.chunk_bytes = self.max_rows * self.n_features * 4
+        n_chunks = len(index)
+        budget = options.budget_bytes or _default_budget(dataset, device)
+        self.slots = min(n_chunks, budget // self.chunk_bytes)
+        if self.slots < 1:
+            raise ConfigError(
+                f"residency budget of {budget} bytes holds no chunk of {self.chunk_bytes} bytes "
+                f"({self.max_rows} rows x {self.n_features} float32 features)"
+            )
+        self.whole = self.slots == n_chunks
+        row_base = np.concatenate([[0], np.cumsum(index.source_rows)[:-1]]).astype(np.int64)
+        self._row_base = row_base
+        starts = [base + s for base, s in zip(row_base, index.chunk_starts, strict=True)]
+        self._starts = torch.from_numpy(np.concatenate(starts).astype(np.int64)).to(device)
+        self.pool = torch.empty((self.slots, self.max_rows, self.n_features), device=device)
+        self._slot_of = np.full(n_chunks, -1, dtype=np.int64)
+        self._slot_dev = torch.from_numpy(self._slot_of).to(device)
+        self._chunk_in = np.full(self.slots, -1, dtype=np.int64)  # chunk in each slot
+        self._used_at = np.zeros(self.slots, dtype=np.int64)  # batch that last used a slot
+        self._labels = torch.from_numpy(np.ascontiguousarray(dataset._labels_flat)).to(device)
+        self._offsets = torch.arange(self.window, device=device, dtype=torch.int64)
+        self._clock = 0
+        self.stats: dict[str, Any] = {
+            "slots": self.slots,
+            "whole": self.whole,
+            "chunk_bytes": self.chunk_bytes,
+            "loads": 0,
+            "evictions": 0,
+            "hits": 0,
+            "misses": 0,
+            "h2d_bytes": 0,
+            "load_s": 0.0,
+        }
+
+    @property
+    def loaded(self) -> int:
+        """Chunks held on the device now."""
+        return int((self._chunk_in >= 0).sum())
+
+    def gather(
+        self, indices: Int64s, upcoming: Sequence[Int64s] = ()
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The samples ``indices`` as ``(x [B, W, F], y [B, L])`` tensors on the device.
+
+        ``upcoming`` are the chunks of the batches after this one, in order: they decide
+        evictions when the budget does not hold every chunk.
+        """
+        ds = self.dataset
+        self.require(ds.chunks_of(indices), upcoming)
+        first = self._row_base[ds.sample_segment[indices]] + ds.sample_start[indices]
+        first_dev = torch.from_numpy(first).to(self.device, non_blocking=True)
+        rows = first_dev[:, None] + self._offsets[None, :]  # [B, W] global rows
+        chunk = torch.searchsorted(self._starts, rows, right=True) - 1
+        pool_rows = self._slot_dev[chunk] * self.max_rows + (rows - self._starts[chunk])
+        x = self.pool.view(-1, self.n_features)[pool_rows]
+        y = self._labels[first_dev + (self.window - 1)]
+        return x, y
+
+    def require(self, chunks: Int64s, upcoming: Sequence[Int64s] = ()) -> None:
+        """Make every chunk of ``chunks`` resident, evicting by farthest next use."""
+        self._clock += 1
+        missing = chunks[self._slot_of[chunks] < 0]
+        self.stats["hits"] += int(chunks.size - missing.size)
+        self._used_at[self._slot_of[chunks[self._slot_of[chunks] >= 0]]] = self._clock
+        if missing.size == 0:
+            return
+        if chunks.size > self.slots:
+            raise ConfigError(
+                f"a batch reads {chunks.size} chunks but the residency budget holds "
+                f"{self.slots} ({self.chunk_bytes} bytes each): raise budget_bytes"
+            )
+        self.stats["misses"] += int(missing.size)
+        slots = self._free_slots(missing.size, chunks, upcoming)
+        started = time.perf_counter()
+        for chunk, slot in zip(missing.tolist(), slots.tolist(), strict=True):
+            old = int(self._chunk_in[slot])
+            if old >= 0:
+                self._slot_of[old] = -1
+                self.stats["evictions"] += 1
+            values, _ = self._loader.load(self._files[chunk])
+            self.pool[slot, : values.shape[0]].copy_(_tensor(values))
+            self._slot_of[chunk] = slot
+            self._chunk_in[slot] = chunk
+            self._used_at[slot] = self._clock
+            self.stats["loads"] += 1
+            self.stats["h2d_bytes"] += int(values.nbytes)
+        self._slot_dev.copy_(torch.from_numpy(self._slot_of))
+        self.stats["load_s"] += time.perf_counter() - started
+
+    def _free_slots(self, count: int, needed: Int64s, upcoming: Sequence[Int64s]) -> Int64s:
+        """``count`` slots to fill: empty ones first, then those whose chunk is needed last."""
+        empty = np.flatnonzero(self._chunk_in < 0)
+        if empty.size >= count:
+            return empty[:count]
+        next_use = np.full(self._slot_of.shape[0], _NEVER, dtype=np.int64)
+        for distance in range(len(upcoming) - 1, -1, -1):
+            next_use[upcoming[distance]] = distance + 1
+        next_use[needed] = 0  # never evict a chunk of the batch being cut
+        occupied = np.flatnonzero(self._chunk_in >= 0)
+        uses = next_use[self._chunk_in[occupied]]
+        candidates = occupied[uses > 0]
+        # Farthest next use first; among chunks no planned batch reads, least recently used.
+        ranked = candidates[np.lexsort((self._used_at[candidates], -uses[uses > 0]))]
+        return np.concatenate([empty, ranked[: count - empty.size]])
+
+
+def _tensor(values: npt.NDArray[np.float32]) -> torch.Tensor:
+    """A tensor over ``values`` (possibly a read-only mapped chunk), only read from."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+        return torch.from_numpy(values)
+
+
+def _default_budget(dataset: WindowDataset, device: torch.device) -> int:
+    if device.type == "cuda":  # pragma: no cover - GPU only
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free) // 2
+    return int(dataset.cache_bytes)
+
+
+class ResidentBatches:
+    """One pass of device-resident batches, cut in the consumer's thread.
+
+    Yields ``(step, n, x, y, None)`` like :class:`~ticktensor.loaders._prefetch.Prefetcher`.
+    On a GPU the gather is queued on the current stream and returns at once, so the
+    consumer only waits for chunk loads (each chunk once per pass at most, and once in
+    all when the dataset fits the budget).
+    """
+
+    def __init__(self, chunks: DeviceChunks, plan: ShardPlan, lookahead: int) -> None:
+        self._chunks = chunks
+        self._plan = plan
+        self._lookahead = lookahead
+        self._step = 0
+        self._sample_bytes = 4 * (chunks.window * chunks.n_features + chunks.dataset.n_labels)
+        self._upcoming: list[tuple[int, Int64s]] = []
+        self.stats = PrefetchStats()
+        self.queue_depth = 0
+
+    def __iter__(self) -> ResidentBatches:
+        return self
+
+    def __next__(self) -> tuple[int, int, torch.Tensor, torch.Tensor, None]:
+        step = self._step
+        if step >= self._plan.num_steps:
+            self.close()
+            raise StopIteration
+        started = time.perf_counter()
+        indices = self._plan.batch(step)
+        upcoming: Sequence[Int64s] = ()
+        if not self._chunks.whole:
+            upcoming = self._plan_ahead(step)
+        x, y = self._chunks.gather(indices, upcoming)
+        self._step = step + 1
+        elapsed = time.perf_counter() - started
+        stats = self.stats
+        n = int(indices.shape[0])
+        stats.wait_s += elapsed
+        stats.assemble_s += elapsed
+        stats.batches += 1
+        stats.samples += n
+        stats.bytes += n * self._sample_bytes
+        if stats.first_batch_s is None:
+            stats.first_batch_s = time.perf_counter() - stats.started
+        return step, n, x, y, None
+
+    def _plan_ahead(self, step: int) -> list[Int64s]:
+        """The chunks of batches ``step + 1 .. step + lookahead`` (each computed once)."""
+        window = [(s, c) for s, c in self._upcoming if s > step]
+        last = window[-1][0] if window else step
+        end = min(self._plan.num_steps, step + self._lookahead + 1)
+        ds = self._chunks.dataset
+        window.extend((s, ds.chunks_of(self._plan.batch(s))) for s in range(last + 1, end))
+        self._upcoming = window
+        return [c for _, c in window]
+
+    def close(self) -> None:
+        """End the pass (nothing runs in the background)."""
+        self._step = self._plan.num_steps
+        if self.stats.ended is None:
+            self.stats.ended = time.perf_counter()

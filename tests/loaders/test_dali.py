@@ -1,0 +1,155 @@
+"""The DALI backend on the CPU: same batches, length, sharding and state as the torch path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ticktensor.errors import ConfigError
+from ticktensor.kernels import ThreadPool
+from ticktensor.loaders import BlockShuffleOrder, DaliOptions, UniformOrder, WindowDataset
+from ticktensor.loaders.dali import dali_available
+from ticktensor.loaders.dataloader import DataLoader
+from ticktensor.store import FeatureStats, Layout, Store, StoreVersion
+
+pytestmark = pytest.mark.skipif(not dali_available(), reason="nvidia-dali-cuda120 not installed")
+
+WINDOW = 6
+ROWS = (61, 40, 77)
+NAMES = ("id", "noise", "frac")
+
+
+def build_version(path: Path) -> StoreVersion:
+    store = Store.create(str(path), layout=Layout(chunk_rows=16))
+    rng = np.random.default_rng(1)
+    records = []
+    for s, rows in enumerate(ROWS):
+        row = np.arange(rows, dtype=np.float32)
+        values = np.stack([1000 * s + row, rng.normal(size=rows), row / 7], axis=1)
+        records.append(
+            store.write_segment(
+                symbol=f"S{s}",
+                session="2024-01-02",
+                ts=np.arange(rows, dtype=np.int64) * 10**9,
+                values=values.astype(np.float32),
+                feature_names=NAMES,
+                labels=np.stack([row, -row], axis=1).astype(np.float32),
+                label_names=("a", "b"),
+            )
+        )
+    stats = FeatureStats(NAMES, (900.0, 0.25, 3.0), (700.0, 3.0, 0.0), 178, (0, 1))
+    return store.commit(segments=records, stats=stats, message="dali tests")
+
+
+@pytest.fixture(scope="module")
+def version(tmp_path_factory: pytest.TempPathFactory) -> StoreVersion:
+    return build_version(tmp_path_factory.mktemp("store") / "store")
+
+
+def dataset(version: StoreVersion, normalize: bool = False) -> WindowDataset:
+    return WindowDataset(version, WINDOW, normalize=normalize, pool=ThreadPool(1), threads=1)
+
+
+def collect(loader: DataLoader) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+def assert_same(
+    got: list[tuple[torch.Tensor, torch.Tensor]], expected: list[tuple[torch.Tensor, torch.Tensor]]
+) -> None:
+    assert len(got) == len(expected)
+    for (x1, y1), (x2, y2) in zip(got, expected, strict=True):
+        assert x1.dtype == x2.dtype
+        assert x1.shape == x2.shape
+        torch.testing.assert_close(x1, x2, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(y1, y2, rtol=0, atol=0)
+
+
+def test_normalized_batches_equal_the_torch_paths(version: StoreVersion) -> None:
+    order = BlockShuffleOrder(seed=4, block_chunks=2)
+    torch_path = DataLoader(dataset(version, normalize=True), batch_size=8, order=order)
+    dali = DataLoader(dataset(version), batch_size=8, order=order, backend="dali")
+    assert len(dali) == len(torch_path)
+    expected = collect(torch_path)
+    assert_same(collect(dali), expected)
+    assert expected[-1][0].shape[0] < 8  # a short last batch went through DALI too
+    stats = dali.stats()
+    assert stats["backend"] == "dali"
+    assert stats["batches"] == len(expected)
+    assert stats["samples"] == sum(x.shape[0] for x, _ in expected)
+    assert dali.epoch == 1  # advanced after the complete pass, as on the torch path
+    assert_same(collect(dali), collect(torch_path))  # epoch 1: a new order, still equal
+
+
+def test_unnormalized_and_float16(version: StoreVersion) -> None:
+    raw = dataset(version)
+    plain = collect(DataLoader(raw, batch_size=16, shuffle=True, seed=3))
+    off = DaliOptions(normalize=False)
+    assert_same(collect(DataLoader(raw, batch_size=16, shuffle=True, seed=3, backend=off)), plain)
+    normed = collect(DataLoader(dataset(version, True), batch_size=16, shuffle=True, seed=3))
+    half = DataLoader(raw, batch_size=16, shuffle=True, seed=3, backend=DaliOptions("float16"))
+    got = collect(half)
+    assert got[0][0].dtype == torch.float16
+    assert_same(got, [(x.half(), y) for x, y in normed])
+    bf16 = DataLoader(raw, batch_size=16, shuffle=True, seed=3, backend=DaliOptions("bfloat16"))
+    got = collect(bf16)
+    assert got[0][0].dtype == torch.bfloat16
+    assert_same(got, [(x.bfloat16(), y) for x, y in normed])
+
+
+def test_sharding_state_and_empty_batches(version: StoreVersion) -> None:
+    raw, normed = dataset(version), dataset(version, normalize=True)
+    n = len(raw)
+    # pad=False over 3 ranks: the last step's few samples leave some ranks an empty batch.
+    batch = 9
+    assert 0 < n % (batch * 3) < 3
+    common = {"batch_size": batch, "order": UniformOrder(seed=9), "world_size": 3, "pad": False}
+    for rank in range(3):
+        expected = collect(DataLoader(normed, rank=rank, **common))  # type: ignore[arg-type]
+        dali = DataLoader(raw, rank=rank, backend="dali", **common)  # type: ignore[arg-type]
+        assert len(dali) == len(expected)
+        it = iter(dali)
+        head = [(x.clone(), y.clone()) for x, y in (next(it) for _ in range(2))]
+        state = dali.state_dict()
+        assert state["samples_consumed"] == 2 * batch * 3
+        it.close()  # type: ignore[attr-defined]
+        resumed = DataLoader(raw, rank=rank, backend="dali", **common)  # type: ignore[arg-type]
+        resumed.load_state_dict(state)
+        assert_same(head + collect(resumed), expected)
+
+
+def test_errors_reach_the_consumer(version: StoreVersion, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = dataset(version)
+    loader = DataLoader(raw, batch_size=8, backend="dali")
+    original = raw._get_batch
+    calls = []
+
+    def failing(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("disk on fire")
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(raw, "_get_batch", failing)
+    with pytest.raises(OSError, match="disk on fire") as info:
+        collect(loader)
+    assert any("while assembling batch 2" in note for note in info.value.__notes__)
+    assert loader.state_dict()["samples_consumed"] == 16
+
+
+def test_options(version: StoreVersion) -> None:
+    with pytest.raises(ConfigError, match="dtype"):
+        DaliOptions(dtype="int8")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="prefetch_queue_depth"):
+        DaliOptions(prefetch_queue_depth=0)
+    with pytest.raises(ConfigError, match="num_threads"):
+        DaliOptions(num_threads=0)
+    with pytest.raises(ConfigError, match="backend"):
+        DataLoader(dataset(version), batch_size=4, backend="jax")
+    with pytest.raises(ConfigError, match="do not combine"):
+        DataLoader(dataset(version), batch_size=4, backend="dali", device="cpu", residency="device")
+    with pytest.raises(ConfigError, match="normalize twice"):
+        iter(DataLoader(dataset(version, True), batch_size=4, backend=DaliOptions(normalize=True)))

@@ -1,0 +1,170 @@
+"""Device residency: chunks held in one device tensor, windows cut there (tested on CPU tensors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ticktensor.errors import ConfigError
+from ticktensor.kernels import ThreadPool
+from ticktensor.loaders import (
+    BlockShuffleOrder,
+    ResidentOptions,
+    SequentialOrder,
+    UniformOrder,
+    WindowDataset,
+)
+from ticktensor.loaders._resident import DeviceChunks
+from ticktensor.loaders.dataloader import DataLoader
+from ticktensor.store import FeatureStats, Layout, Store, StoreVersion
+
+WINDOW = 5
+ROWS = (70, 53, 81)
+CHUNK_ROWS = 16
+CHUNK_BYTES = CHUNK_ROWS * 3 * 4
+
+
+def build_version(path: Path) -> StoreVersion:
+    """Three symbols, chunks of 16 rows, with feature statistics for normalization."""
+    store = Store.create(str(path), layout=Layout(chunk_rows=CHUNK_ROWS))
+    records = []
+    rng = np.random.default_rng(0)
+    for s, rows in enumerate(ROWS):
+        row = np.arange(rows, dtype=np.float32)
+        values = np.stack([1000 * s + row, rng.normal(size=rows), row / 7], axis=1)
+        records.append(
+            store.write_segment(
+                symbol=f"S{s}",
+                session="2024-01-02",
+                ts=np.arange(rows, dtype=np.int64) * 10**9,
+                values=values.astype(np.float32),
+                feature_names=("id", "noise", "frac"),
+                labels=(row[:, None] * 2).astype(np.float32),
+                label_names=("y",),
+            )
+        )
+    stats = FeatureStats(("id", "noise", "frac"), (900.0, 0.5, 3.0), (700.0, 2.0, 0.0), 204, (0, 1))
+    return store.commit(segments=records, stats=stats, message="resident tests")
+
+
+@pytest.fixture(scope="module")
+def version(tmp_path_factory: pytest.TempPathFactory) -> StoreVersion:
+    return build_version(tmp_path_factory.mktemp("store") / "store")
+
+
+def dataset(version: StoreVersion, **options: object) -> WindowDataset:
+    return WindowDataset(version, WINDOW, pool=ThreadPool(1), threads=1, **options)  # type: ignore[arg-type]
+
+
+def batches(loader: DataLoader) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+def assert_same(
+    left: list[tuple[torch.Tensor, torch.Tensor]], right: list[tuple[torch.Tensor, torch.Tensor]]
+) -> None:
+    assert len(left) == len(right)
+    for (x1, y1), (x2, y2) in zip(left, right, strict=True):
+        torch.testing.assert_close(x1, x2, rtol=0, atol=0)
+        torch.testing.assert_close(y1, y2, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("budget", [None, 6 * CHUNK_BYTES])
+def test_same_batches_as_the_host_path(
+    version: StoreVersion, normalize: bool, budget: int | None
+) -> None:
+    ds = dataset(version, normalize=normalize, features=["frac", "id", "noise"])
+    order = BlockShuffleOrder(seed=3, block_chunks=1)
+    host = DataLoader(ds, batch_size=6, order=order)
+    resident = DataLoader(
+        ds, batch_size=6, order=order, device="cpu", residency=ResidentOptions(budget_bytes=budget)
+    )
+    assert len(resident) == len(host)
+    expected, got = batches(host), batches(resident)
+    assert_same(got, expected)
+    stats = resident.stats()
+    assert stats["residency"] == "device"
+    assert stats["batches"] == len(host)
+    figures = stats["resident"]
+    assert figures["whole"] is (budget is None)
+    if budget is None:  # every chunk copied once, and never again
+        loads = figures["loads"]
+        assert 0 < loads <= len(ds.chunks)
+        assert_same(batches(resident), batches(host))  # epoch 1, another order
+        assert resident.stats()["resident"]["loads"] == loads
+        assert resident.stats()["resident"]["evictions"] == 0
+    else:
+        assert figures["slots"] == 6
+        assert figures["evictions"] > 0
+    assert figures["h2d_bytes"] == figures["loads"] * CHUNK_BYTES
+
+
+def test_windows_across_chunks_and_uniform_order(version: StoreVersion) -> None:
+    ds = dataset(version)
+    reference = ds.get_batch(np.arange(len(ds)))
+    chunks = DeviceChunks(ds, torch.device("cpu"), ResidentOptions(budget_bytes=3 * CHUNK_BYTES))
+    for lo in range(0, len(ds), 11):  # windows of 5 rows cross chunks of 16 often
+        idx = np.arange(lo, min(lo + 11, len(ds)), dtype=np.int64)
+        x, y = chunks.gather(idx)
+        np.testing.assert_array_equal(x.numpy(), reference[0][idx])
+        np.testing.assert_array_equal(y.numpy(), reference[1][idx])
+    assert chunks.loaded <= 3
+    host = DataLoader(ds, batch_size=16, shuffle=True, seed=5)
+    device = DataLoader(ds, batch_size=16, shuffle=True, seed=5, device="cpu", residency="device")
+    assert_same(batches(device), batches(host))
+
+
+def test_sharding_state_and_epochs_match_the_host_path(version: StoreVersion) -> None:
+    ds = dataset(version)
+    common = {"batch_size": 4, "order": UniformOrder(seed=2), "world_size": 2, "pad": False}
+    for rank in (0, 1):
+        host = DataLoader(ds, rank=rank, **common)  # type: ignore[arg-type]
+        device = DataLoader(ds, rank=rank, device="cpu", residency="device", **common)  # type: ignore[arg-type]
+        assert len(device) == len(host)
+        it = iter(device)
+        first = [next(it) for _ in range(3)]
+        state = device.state_dict()
+        assert state["samples_consumed"] == 3 * 4 * 2
+        del it, first
+        resumed = DataLoader(ds, rank=rank, device="cpu", residency="device", **common)  # type: ignore[arg-type]
+        resumed.load_state_dict(state)
+        host.load_state_dict(state)
+        assert_same(batches(resumed), batches(host))
+        assert resumed.epoch == 1
+        resumed.set_epoch(4)
+        host.set_epoch(4)
+        assert_same(batches(resumed), batches(host))
+
+
+def test_evicts_the_chunk_needed_last(version: StoreVersion) -> None:
+    ds = dataset(version)
+    chunks = DeviceChunks(ds, torch.device("cpu"), ResidentOptions(budget_bytes=2 * CHUNK_BYTES))
+    chunks.require(np.array([0, 1]))
+    chunks.require(np.array([2]), upcoming=[np.array([1]), np.array([0])])
+    assert chunks.stats["evictions"] == 1
+    held = {int(c) for c in np.flatnonzero(chunks._slot_of >= 0)}
+    assert held == {1, 2}  # chunk 0 is needed after chunk 1: it went
+    with pytest.raises(ConfigError, match="reads 3 chunks"):
+        chunks.require(np.array([3, 4, 5]))
+
+
+def test_options_and_errors(version: StoreVersion) -> None:
+    ds = dataset(version)
+    with pytest.raises(ConfigError, match="needs device"):
+        DataLoader(ds, batch_size=4, residency="device")
+    with pytest.raises(ConfigError, match="residency"):
+        DataLoader(ds, batch_size=4, device="cpu", residency="gpu")
+    with pytest.raises(ConfigError, match="holds no chunk"):
+        DeviceChunks(ds, torch.device("cpu"), ResidentOptions(budget_bytes=10))
+    with pytest.raises(ConfigError, match="budget_bytes"):
+        ResidentOptions(budget_bytes=0)
+    with pytest.raises(ConfigError, match="lookahead"):
+        ResidentOptions(lookahead=0)
+    with pytest.raises(ConfigError, match="only for the fast path"):
+        DataLoader(list(range(4)), batch_size=2, residency="device")
+    loader = DataLoader(ds, batch_size=4, order=SequentialOrder(), device="cpu", residency="device")
+    assert loader.stats()["memory"] == "pageable (no CUDA)"
