@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from ticktensor import __version__
 from ticktensor.errors import TickTensorError
 
-from . import _bench, _demo, _info, _ingest, _train, _verify
+from . import _bench, _demo, _info, _ingest, _reliability, _train, _verify
 
 __all__ = ["main"]
 
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ticktensor {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_bench, _demo, _info, _ingest, _train, _verify):
+    for module in (_bench, _demo, _info, _ingest, _reliability, _train, _verify):
         module.register(sub)
     return parser
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ticktensor.errors import VersionConflictError
-from ticktensor.store import Layout, SegmentRecord, Store
+from ticktensor.store import Codec, Layout, SegmentRecord, Store
 
 __all__ = ["ConcurrencyResult", "readers_during_commits", "two_writers"]
 
@@ -82,7 +82,8 @@ def readers_during_commits(
     url: str, commits: int = 10, threads: int = 2, processes: int = 2
 ) -> ConcurrencyResult:
     """Commit ``commits`` new versions while readers in threads and processes read."""
-    store = Store.create(url, layout=Layout(codec="zstd", chunk_rows=512), exist_ok=True)
+    layout = Layout(codec=Codec.ZSTD, chunk_rows=512)
+    store = Store.create(url, layout=layout, exist_ok=True)
     store.commit(segments=[_segment(store, "AAA", 0)])
     ctx = multiprocessing.get_context("spawn")
     stop_p, out_p = ctx.Event(), ctx.Queue()
@@ -143,6 +144,8 @@ def two_writers(url: str, *, processes: bool, rounds: int = 5) -> ConcurrencyRes
     for r in range(rounds):
         before = store.latest_version()
         symbols = (f"W{r}A", f"W{r}B")
+        barrier: Any
+        out: Any
         if processes:
             ctx = multiprocessing.get_context("spawn")
             barrier, out = ctx.Barrier(2), ctx.Queue()
