@@ -1,0 +1,344 @@
+"""GPU check: H2D bandwidth, the loader's GPU modes, data stall and correctness, in one table.
+
+One command on a machine with an NVIDIA GPU (under 8 minutes with D1)::
+
+    python benchmarks/gpu_check.py                 # workload D1, 3 s per measurement
+    python benchmarks/gpu_check.py --json          # writes results/gpu-check-<date>.json too
+    python benchmarks/gpu_check.py --quick         # a tiny store, well under a minute
+
+Rows:
+
+- ``h2d``: host-to-device copy bandwidth of 256 MiB from pageable and from pinned memory
+  (``Tensor.copy_``, i.e. ``cudaMemcpy``), and the loader's own copy (``CudaDelivery`` out
+  of a pinned batch slot on its side stream), as a share of the pinned bandwidth;
+- ``loader``: samples/s and delivered GB/s for the host-pinned (torch backend,
+  ``device="cuda"``), DALI (normalization on the GPU) and device-resident modes;
+- ``stall``: the share of wall time a training step of fixed GPU work (a matmul loop sized
+  to about 5 ms) waits for data, per mode and for ``torch.utils.data.DataLoader`` over
+  ``np.load(mmap_mode="r")`` windows: ``1 - steps * step_alone / wall``, so time the GPU
+  waits for a copy counts as well as time the host waits for a batch;
+- ``correct``: the first batches of every mode equal the host path's (same order, same
+  normalization);
+- ``goal``: the issue's goals (stall under 2%, device-resident at least 3x host-pinned,
+  loader H2D at least 80% of pinned ``cudaMemcpy``).
+
+Without CUDA everything runs on the CPU instead (the DALI pipeline on the CPU, device
+residency on host tensors, a sleeping step as a simulated accelerator) and the rows that
+need a GPU say ``no CUDA``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import json
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from ticktensor.bench.baselines import MmapWindows
+from ticktensor.bench.machine import describe_run
+from ticktensor.bench.workload import Workload, prepare
+from ticktensor.loaders import DaliOptions, DataLoader, UniformOrder, WindowDataset
+from ticktensor.loaders._prefetch import CudaDelivery, Slot
+from ticktensor.loaders.dali import dali_available
+from ticktensor.store import FeatureStats, Store, StoreVersion
+
+RESULTS = Path(__file__).parent / "results"
+NO_CUDA = "no CUDA"
+Row = dict[str, Any]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tiny store, short runs")
+    parser.add_argument("--seconds", type=float, help="per measurement (default 3, quick 0.4)")
+    parser.add_argument("--step-ms", type=float, default=5.0, help="training step (default 5)")
+    parser.add_argument("--json", nargs="?", const="", metavar="FILE", help="write the rows")
+    args = parser.parse_args(argv)
+    cuda = torch.cuda.is_available()
+    seconds = args.seconds or (0.4 if args.quick else 3.0)
+    if not cuda:
+        # Device residency then cuts windows with small torch CPU ops; on a loaded machine
+        # OpenMP's waiting threads made each one take milliseconds instead of microseconds.
+        torch.set_num_threads(1)
+    with contextlib.ExitStack() as stack:
+        if args.quick:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gpu-check-")))
+            workload = Workload(
+                symbols=4, rows=20_000, features=8, window=32, batch=64, chunk_rows=4096
+            )
+            workload = dataclasses.replace(workload, cache_dir=tmp)
+        else:
+            workload = Workload(cache_dir=Path("build/gpu-check"))
+        version = _with_stats(prepare(workload, ["none"], say=print), workload)
+        rows = run(version, workload, cuda=cuda, seconds=seconds, step_s=args.step_ms / 1e3)
+    _print(rows, cuda)
+    if args.json is not None:
+        path = Path(args.json) if args.json else RESULTS / f"gpu-check-{datetime.date.today()}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        report = {"run": describe_run(), "cuda": cuda, "workload": dataclasses.asdict(workload)}
+        path.write_text(json.dumps(report | {"rows": rows}, indent=1, default=str) + "\n")
+        print(f"# wrote {path}")
+    return 0
+
+
+def _with_stats(version: StoreVersion, workload: Workload) -> StoreVersion:
+    """The version with feature statistics (first series), so DALI has something to apply."""
+    if version.stats is not None:
+        return version
+    values = np.load(workload.npy_dir() / "values-000.npy", mmap_mode="r")
+    names = tuple(version.feature_names)
+    stats = FeatureStats(
+        names,
+        tuple(float(m) for m in values.mean(axis=0)),
+        tuple(float(s) for s in values.std(axis=0)),
+        int(values.shape[0]),
+        (0, 2**62),
+    )
+    store = Store.open(str(version.location.path("")))
+    return store.commit(stats=stats, message="gpu check: feature statistics")
+
+
+def run(
+    version: StoreVersion, workload: Workload, *, cuda: bool, seconds: float, step_s: float
+) -> list[Row]:
+    """Every row of the check."""
+    device = torch.device("cuda") if cuda else None
+    raw = WindowDataset(version, workload.window)
+    normed = WindowDataset(version, workload.window, normalize=True)
+    batch = workload.batch
+    order = UniformOrder(seed=0)
+    common: dict[str, Any] = {"batch_size": batch, "order": order, "drop_last": True}
+    modes: dict[str, Callable[[], Iterable[Any]]] = {
+        "host-pinned": lambda: DataLoader(normed, pin_memory=True, device=device, **common),
+        "device-resident": lambda: DataLoader(
+            normed, device=device or "cpu", residency="device", **common
+        ),
+    }
+    if dali_available():
+        modes["dali"] = lambda: DataLoader(raw, device=device, backend=DaliOptions(), **common)
+    where = "cuda" if cuda else f"cpu ({NO_CUDA})"
+    rows = _h2d_rows(workload, cuda, seconds)
+    for name, make in modes.items():
+        rate = _throughput(make, seconds, cuda)
+        gbps = rate * workload.sample_bytes / 1e9
+        rows.append(_row("loader", name, rate, "samples/s", where, gb_s=gbps))
+    if not dali_available():
+        rows.append(_row("loader", "dali", None, "samples/s", "nvidia-dali not installed"))
+    mmap = MmapWindows(workload.npy_dir(), workload.symbols, workload.window)
+    modes["torch DataLoader"] = lambda: _to_device(
+        torch.utils.data.DataLoader(
+            mmap, batch_size=batch, shuffle=True, drop_last=True, pin_memory=cuda
+        ),
+        device,
+    )
+    step = _Step(step_s, cuda)
+    for name, make in modes.items():
+        stall = _stall(make, step, seconds)
+        note = "matmul step" if cuda else f"sleep step, simulated ({NO_CUDA})"
+        rows.append(_row("stall", name, 100 * stall, "%", note, step_ms=step.alone_s * 1e3))
+    rows.extend(_correctness(modes, normed, order, batch))
+    rows.extend(_goals(rows, cuda))
+    return rows
+
+
+def _row(check: str, mode: str, value: float | None, unit: str, note: str, **extra: Any) -> Row:
+    return {"check": check, "mode": mode, "value": value, "unit": unit, "note": note} | extra
+
+
+def _h2d_rows(workload: Workload, cuda: bool, seconds: float) -> list[Row]:
+    if not cuda:
+        names = ("pageable", "pinned (cudaMemcpy)", "loader CudaDelivery")
+        return [_row("h2d", name, None, "GB/s", NO_CUDA) for name in names]
+    return _h2d_cuda(workload, seconds)  # pragma: no cover - GPU only
+
+
+def _h2d_cuda(workload: Workload, seconds: float) -> list[Row]:  # pragma: no cover - GPU only
+    size = 256 << 20
+    dst = torch.empty(size, dtype=torch.uint8, device="cuda")
+    rows = []
+    rates = {}
+    for name, pin in (("pageable", False), ("pinned (cudaMemcpy)", True)):
+        src = torch.ones(size, dtype=torch.uint8, pin_memory=pin)
+        rates[name] = _copy_rate(lambda src=src: dst.copy_(src), size, seconds)
+        rows.append(_row("h2d", name, rates[name] / 1e9, "GB/s", "256 MiB"))
+    slot = Slot((workload.batch, workload.window, workload.features), (workload.batch, 1), True)
+    delivery = CudaDelivery(torch.device("cuda"))
+    nbytes = slot.x.nbytes + slot.y.nbytes
+
+    def deliver() -> None:
+        delivery(slot, workload.batch)[2].synchronize()  # the copy's event
+
+    rate = _copy_rate(deliver, nbytes, seconds)
+    share = rate / rates["pinned (cudaMemcpy)"]
+    note = f"{nbytes / 2**20:.1f} MiB batch slot, side stream; {100 * share:.0f}% of pinned"
+    rows.append(_row("h2d", "loader CudaDelivery", rate / 1e9, "GB/s", note, share=share))
+    return rows
+
+
+def _copy_rate(copy: Callable[[], Any], nbytes: int, seconds: float) -> float:  # pragma: no cover
+    copy()
+    torch.cuda.synchronize()
+    count, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds / 2 or count < 3:
+        copy()
+        count += 1
+    torch.cuda.synchronize()
+    return count * nbytes / (time.perf_counter() - started)
+
+
+def _to_device(loader: Iterable[Any], device: torch.device | None) -> Iterator[Any]:
+    for x, y in loader:
+        if device is None:
+            yield x, y
+        else:  # pragma: no cover - GPU only
+            yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+
+
+def _batches(make: Callable[[], Iterable[Any]]) -> Iterator[Any]:
+    while True:
+        yield from make()
+
+
+def _throughput(make: Callable[[], Iterable[Any]], seconds: float, cuda: bool) -> float:
+    """Samples per second after the first batch, for about ``seconds``."""
+    batches = _batches(make)
+    next(batches)
+    samples, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        x, _ = next(batches)
+        samples += int(x.shape[0])
+    if cuda:  # pragma: no cover - GPU only
+        torch.cuda.synchronize()
+    rate = samples / (time.perf_counter() - started)
+    del batches
+    return rate
+
+
+class _Step:
+    """A training step of fixed work: a matmul loop of about ``step_s`` on the GPU, else a sleep."""
+
+    def __init__(self, step_s: float, cuda: bool) -> None:
+        self.cuda = cuda
+        self.step_s = step_s
+        self.repeats = 1
+        if cuda:  # pragma: no cover - GPU only
+            self.a = torch.randn(2048, 2048, device="cuda")
+            once = self._time(lambda: self._matmuls(4)) / 4
+            self.repeats = max(1, round(step_s / once))
+        self.alone_s = self._time(lambda: self(None))
+
+    def _matmuls(self, n: int) -> None:  # pragma: no cover - GPU only
+        b = self.a
+        for _ in range(n):
+            b = torch.tanh(self.a @ b)
+        torch.cuda.synchronize()
+
+    def _time(self, fn: Callable[[], None], reps: int = 10) -> float:
+        fn()
+        started = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - started) / reps
+
+    def __call__(self, batch: Any) -> None:
+        if not self.cuda:
+            time.sleep(self.step_s)
+            return
+        if batch is not None:  # pragma: no cover - GPU only
+            self.a[0, :1].add_(batch[0].reshape(-1)[:1].float() * 0)  # the step reads the batch
+        self._matmuls(self.repeats)  # pragma: no cover - GPU only
+
+
+def _stall(make: Callable[[], Iterable[Any]], step: _Step, seconds: float) -> float:
+    """Share of wall time not spent on steps: ``1 - steps * step_alone / wall``."""
+    batches = _batches(make)
+    step(next(batches))
+    count, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds or count < 5:
+        step(next(batches))
+        count += 1
+    wall = time.perf_counter() - started
+    del batches
+    return max(0.0, 1.0 - count * step.alone_s / wall)
+
+
+def _correctness(
+    modes: dict[str, Callable[[], Iterable[Any]]],
+    normed: WindowDataset,
+    order: UniformOrder,
+    batch: int,
+) -> list[Row]:
+    """The first batches of each loader mode against the host path on the CPU."""
+    reference = DataLoader(normed, batch_size=batch, order=order, drop_last=True)
+    expected = [(x.clone(), y.clone()) for x, y in _first(reference, 3)]
+    rows = []
+    for name, make in modes.items():
+        if name == "torch DataLoader":
+            continue  # its own shuffle: other samples
+        got = [(x.float().cpu(), y.cpu()) for x, y in _first(make(), 3)]
+        equal = len(got) == len(expected) and all(
+            torch.allclose(x, ex, rtol=1e-5, atol=1e-5) and torch.equal(y, ey)
+            for (x, y), (ex, ey) in zip(got, expected, strict=True)
+        )
+        rows.append(_row("correct", name, float(equal), "equal", "3 batches vs host path"))
+    return rows
+
+
+def _first(loader: Iterable[Any], n: int) -> list[Any]:
+    out = []
+    for item in loader:
+        out.append(item)
+        if len(out) == n:
+            break
+    return out
+
+
+def _goals(rows: list[Row], cuda: bool) -> list[Row]:
+    def value(check: str, mode: str) -> float | None:
+        for row in rows:
+            if row["check"] == check and row["mode"] == mode:
+                return row.get("share", row["value"])  # type: ignore[no-any-return]
+        return None
+
+    goals = []
+    for mode in ("host-pinned", "dali"):
+        stall = value("stall", mode)
+        goals.append(("stall < 2%", mode, stall, stall is not None and stall < 2.0))
+    resident, pinned = value("loader", "device-resident"), value("loader", "host-pinned")
+    ratio = resident / pinned if resident and pinned else None
+    goals.append(("resident >= 3x host-pinned", "device-resident", ratio, (ratio or 0) >= 3))
+    share = value("h2d", "loader CudaDelivery")
+    goals.append(("loader H2D >= 80% pinned", "host-pinned", share, (share or 0) >= 0.8))
+    out = []
+    for name, mode, got, met in goals:
+        verdict = ("met" if met else "not met") if cuda else NO_CUDA
+        out.append(_row("goal", mode, got, name, verdict))
+    return out
+
+
+def _print(rows: list[Row], cuda: bool) -> None:
+    print(f"# gpu check ({'CUDA: ' + torch.cuda.get_device_name() if cuda else NO_CUDA})")
+    print(f"{'check':<8} {'mode':<22} {'value':>12} {'unit':<28} note")
+    for row in rows:
+        value = row["value"]
+        shown = "-" if value is None else f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
+        note = row["note"]
+        if "gb_s" in row:
+            note = f"{row['gb_s']:.3f} GB/s; {note}"
+        if "step_ms" in row:
+            note = f"step {row['step_ms']:.2f} ms; {note}"
+        print(f"{row['check']:<8} {row['mode']:<22} {shown:>12} {row['unit']:<28} {note}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

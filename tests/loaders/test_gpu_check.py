@@ -1,0 +1,47 @@
+"""benchmarks/gpu_check.py runs on the CPU in --quick mode and marks the GPU rows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ticktensor.loaders.dali import dali_available
+
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "gpu_check.py"
+
+
+@pytest.mark.slow
+def test_quick_check_runs_without_a_gpu(tmp_path: Path) -> None:
+    out = tmp_path / "gpu.json"
+    args = ["--quick", "--seconds", "0.2", "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    rows = report["rows"]
+    checks = {(row["check"], row["mode"]) for row in rows}
+    modes = ["host-pinned", "device-resident"] + (["dali"] if dali_available() else [])
+    for mode in modes:
+        assert ("loader", mode) in checks
+        assert ("stall", mode) in checks
+    assert ("stall", "torch DataLoader") in checks
+    correct = [row for row in rows if row["check"] == "correct"]
+    assert correct
+    assert all(row["value"] == 1.0 for row in correct), correct
+    if not report["cuda"]:
+        h2d = [row for row in rows if row["check"] == "h2d"]
+        assert h2d
+        assert all(row["value"] is None and row["note"] == "no CUDA" for row in h2d)
+        assert all(row["note"] == "no CUDA" for row in rows if row["check"] == "goal")
+        assert "no CUDA" in done.stdout
+    loader = [row for row in rows if row["check"] == "loader"]
+    assert all(row["value"] > 0 for row in loader if row["mode"] in modes)
