@@ -143,12 +143,12 @@ def test_sigkill_of_a_rank_restarts_from_the_checkpoint(
     assert_same_training(out, reference)
 
 
-def test_resume_on_another_number_of_processes(store: str, reference: Path, tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    torchrun(2, *args(store, out, "--max-steps", "20"))
-    assert max(committed_steps(out)[0]) == 20
-    single = subprocess.run(
-        [sys.executable, "-m", "ticktensor.cli", "train", *args(store, out)],
+def run_on(nproc: int, store: str, out: Path, *extra: str) -> str:
+    """``ticktensor train`` on ``nproc`` processes: torchrun for several, plain for one."""
+    if nproc > 1:
+        return torchrun(nproc, *args(store, out, *extra))
+    done = subprocess.run(
+        [sys.executable, "-m", "ticktensor.cli", "train", *args(store, out, *extra)],
         cwd=ROOT,
         env=cli_env(),
         capture_output=True,
@@ -156,11 +156,22 @@ def test_resume_on_another_number_of_processes(store: str, reference: Path, tmp_
         timeout=120,
         check=False,
     )
-    assert single.returncode == 0, single.stderr[-4000:]
-    assert "saved by 2 ranks; now 1" in single.stdout
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+def test_resume_on_another_number_of_processes(store: str, reference: Path, tmp_path: Path) -> None:
+    """2 processes to step 20, 1 process to step 50 (across the epoch boundary), then 2
+    to the end: the same steps over the same samples as the uninterrupted run."""
+    out = tmp_path / "run"
+    run_on(2, store, out, "--max-steps", "20")
+    assert max(committed_steps(out)[0]) == 20
+    assert "saved by 2 ranks; now 1" in run_on(1, store, out, "--max-steps", "50")
+    assert "saved by 1 ranks; now 2" in run_on(2, store, out)
     steps, lost = committed_steps(out)
     assert lost == 0
-    assert [s["per_rank"] for s in (steps[20], steps[21])] == [[32, 32], [64]]
+    per_rank = {step: steps[step]["per_rank"] for step in (20, 21, 50, 51)}
+    assert per_rank == {20: [32, 32], 21: [64], 50: [64], 51: [32, 32]}
     assert_same_training(out, reference)
 
 
