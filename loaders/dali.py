@@ -17,6 +17,7 @@ import collections
 import importlib
 import os
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -194,19 +195,14 @@ class DaliBatches:
         sample_bytes: int,
     ) -> None:
         self._prefetcher = prefetcher
-        self._fed: collections.deque[tuple[int, int]] = collections.deque()
-        # no_copy: DALI reads the buffers later; holding the batches keeps their slots busy.
-        self._held: collections.deque[tuple[Any, Any]] = collections.deque(
-            maxlen=options.prefetch_queue_depth + 2
-        )
+        self._feed = _Feed(prefetcher, options.prefetch_queue_depth + 2)
         self._bfloat16 = options.dtype == "bfloat16"
         self._sample_bytes = sample_bytes
         self.stats = PrefetchStats()
         self._done = False
-        self._error: BaseException | None = None
         plugin = _import("nvidia.dali.plugin.pytorch")
         pipe = build_pipeline(
-            self._source,
+            self._feed,
             batch_size=batch_size,
             device_id=device_id,
             scale=scale,
@@ -214,33 +210,13 @@ class DaliBatches:
             num_threads=options.threads,
             prefetch_queue_depth=options.prefetch_queue_depth,
         )
-        self._pipe = pipe
         self._iterator = plugin.DALIGenericIterator(
             [pipe], ["x", "y"], last_batch_policy=plugin.LastBatchPolicy.PARTIAL
         )
-
-    def _source(self) -> tuple[Any, Any]:
-        """DALI's external source: the next prefetched batch (StopIteration at the end).
-
-        DALI runs ahead of the consumer: a batch that failed to assemble ends DALI's
-        epoch here and its error is raised after the batches before it are handed out,
-        as on the torch path.
-        """
-        try:
-            step, n, x, y, _ = next(self._prefetcher)
-        except StopIteration:
-            raise
-        except BaseException as exc:
-            self._error = exc
-            raise StopIteration from None
-        if n == 0:  # DALI rejects an empty batch: feed one zero sample, hand out none
-            x_in = np.zeros((1, *x.shape[1:]), dtype=np.float32)
-            y_in = np.zeros((1, *y.shape[1:]), dtype=np.float32)
-        else:
-            x_in, y_in = x.numpy(), y.numpy()
-        self._fed.append((int(step), int(n)))
-        self._held.append((x_in, y_in))
-        return x_in, y_in
+        # The pipeline references the feed, not this object: dropping the pass (breaking
+        # out of a loop) stops the prefetcher's thread at once, without waiting for the
+        # cyclic garbage collector to free DALI's objects.
+        self._finalizer = weakref.finalize(self, prefetcher.close)
 
     @property
     def queue_depth(self) -> int:
@@ -258,15 +234,15 @@ class DaliBatches:
             out = next(self._iterator)
         except StopIteration:
             self.close()
-            if self._error is not None:
-                raise self._error from None
+            if self._feed.error is not None:
+                raise self._feed.error from None
             raise
         except BaseException:
             self.close()
             raise
         finally:
             self.stats.wait_s += time.perf_counter() - started
-        step, n = self._fed.popleft()
+        step, n = self._feed.fed.popleft()
         x, y = out[0]["x"], out[0]["y"]
         if n == 0:
             x, y = x[:0], y[:0]
@@ -285,7 +261,41 @@ class DaliBatches:
     def close(self) -> None:
         """Stop the prefetcher and release the pipeline."""
         self._done = True
-        self._prefetcher.close()
-        self._held.clear()
+        self._finalizer()
+        self._feed.held.clear()
         if self.stats.ended is None:
             self.stats.ended = time.perf_counter()
+
+
+class _Feed:
+    """DALI's external source: the next prefetched batch, ``StopIteration`` at the end.
+
+    It records each fed batch's ``(step, n)`` for the consumer and holds the last few
+    fed arrays, which DALI reads later (``no_copy``): holding them keeps their ring slots
+    from being refilled. DALI runs ahead of the consumer, so a batch that failed to
+    assemble ends DALI's epoch here, and its error (:attr:`error`) is raised after the
+    batches before it have been handed out, as on the torch path.
+    """
+
+    def __init__(self, prefetcher: Prefetcher, hold: int) -> None:
+        self._prefetcher = prefetcher
+        self.fed: collections.deque[tuple[int, int]] = collections.deque()
+        self.held: collections.deque[tuple[Any, Any]] = collections.deque(maxlen=hold)
+        self.error: BaseException | None = None
+
+    def __call__(self) -> tuple[Any, Any]:
+        try:
+            step, n, x, y, _ = next(self._prefetcher)
+        except StopIteration:
+            raise
+        except BaseException as exc:
+            self.error = exc
+            raise StopIteration from None
+        if n == 0:  # DALI rejects an empty batch: feed one zero sample, hand out none
+            x_in = np.zeros((1, *x.shape[1:]), dtype=np.float32)
+            y_in = np.zeros((1, *y.shape[1:]), dtype=np.float32)
+        else:
+            x_in, y_in = x.numpy(), y.numpy()
+        self.fed.append((int(step), int(n)))
+        self.held.append((x_in, y_in))
+        return x_in, y_in

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +155,14 @@ def test_options(version: StoreVersion) -> None:
         DataLoader(dataset(version), batch_size=4, backend="dali", device="cpu", residency="device")
     with pytest.raises(ConfigError, match="normalize twice"):
         iter(DataLoader(dataset(version, True), batch_size=4, backend=DaliOptions(normalize=True)))
+
+
+def test_breaking_out_stops_the_background_thread(version: StoreVersion) -> None:
+    loader = DataLoader(dataset(version), batch_size=4, backend="dali")
+    for _ in loader:
+        break
+    deadline = time.monotonic() + 5
+    while any(t.name.startswith("ticktensor-loader") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the loader thread outlived the pass"
+        time.sleep(0.01)
+    assert loader.state_dict()["samples_consumed"] == 4
