@@ -228,10 +228,17 @@ class ChunkCache:
         self.stats.peak_bytes = max(self.stats.peak_bytes, self._used)
 
     def _collect(self) -> None:
-        """Publish the loads that have finished (errors stay until a batch needs the chunk)."""
+        """Publish the loads that have finished; a failed load gives its bytes back and its
+        error waits for the batch that needs the chunk (which then loads it again)."""
         for chunk, future in list(self._loading.items()):
-            if future.done() and future.exception() is None:
+            if not future.done():
+                continue
+            if future.exception() is None:
                 self._finish(chunk)
+            else:
+                del self._loading[chunk]
+                self._state[chunk] = _ABSENT
+                self._used -= int(self._nbytes[chunk])
 
     def _finish(self, chunk: int, *, raise_errors: bool = True) -> None:
         future = self._loading.pop(chunk)

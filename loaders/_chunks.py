@@ -214,6 +214,11 @@ class ChunkLoader:
         self._verify = verify
         self._arrays: dict[str, zarr.Array[Any]] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_arrays"] = {}  # zarr arrays are opened again where needed
+        return state
+
     def nbytes(self, file: ChunkFile) -> int:
         """Bytes the loaded chunk holds (memory-mapped or private)."""
         kept = file.n_features if self._columns is None else int(self._columns.shape[0])
