@@ -16,7 +16,7 @@ from fsspec.implementations.local import LocalFileSystem
 from zarr.abc.store import Store as ZarrStore
 from zarr.storage import FsspecStore, LocalStore
 
-from ticktensor.errors import StoreCorruptError
+from ticktensor.errors import StoreCorruptError, StoreError
 
 __all__ = ["Location", "check_relative", "safe_component"]
 
@@ -166,7 +166,7 @@ class Location:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
         try:
-            with open(tmp, "wb") as f:
+            with self._naming(rel), open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
                 if durable:
@@ -200,12 +200,24 @@ class Location:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
         try:
-            with open(tmp, "wb") as f:
+            with self._naming(rel), open(tmp, "wb") as f:
                 yield f
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+    @contextlib.contextmanager
+    def _naming(self, rel: str) -> Iterator[None]:
+        """OS errors of a write (ENOSPC, EIO ...) that do not name a file name ``rel``."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except OSError as exc:
+            if exc.filename is not None or exc.errno is None:
+                raise
+            raise StoreError(exc.errno, f"{exc.strerror} (writing)", self.display(rel)) from exc
 
     def _abandon(self, f: Any, target: str) -> None:
         with contextlib.suppress(Exception):

@@ -145,21 +145,10 @@ def write_segment(
             "content_hash": content_hash,
         }
     }
-    group = zarr.create_group(store, attributes=attrs, zarr_format=3)
+    with location._naming(rel):
+        group = zarr.create_group(store, attributes=attrs, zarr_format=3)
+        _write_arrays(group, ts, values, labels, feature_names, label_names, layout)
     n = int(ts.shape[0])
-    rows = min(layout.chunk_rows, n)
-    group.create_array(
-        "ts",
-        shape=(n,),
-        chunks=(rows,),
-        dtype="int64",
-        fill_value=0,
-        compressors=layout.compressors(8),
-        dimension_names=["time"],
-    )[...] = ts
-    _write_matrix(group, "values", values, feature_names, "feature", rows, layout)
-    if label_names and labels is not None:
-        _write_matrix(group, "labels", labels, label_names, "label", rows, layout)
     return SegmentRecord(
         symbol=symbol,
         session=session,
@@ -174,6 +163,31 @@ def write_segment(
         label_names=tuple(label_names),
         sources=tuple(sources),
     )
+
+
+def _write_arrays(
+    group: zarr.Group,
+    ts: npt.NDArray[np.int64],
+    values: npt.NDArray[np.float32],
+    labels: npt.NDArray[np.float32] | None,
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+    layout: Layout,
+) -> None:
+    n = int(ts.shape[0])
+    rows = min(layout.chunk_rows, n)
+    group.create_array(
+        "ts",
+        shape=(n,),
+        chunks=(rows,),
+        dtype="int64",
+        fill_value=0,
+        compressors=layout.compressors(8),
+        dimension_names=["time"],
+    )[...] = ts
+    _write_matrix(group, "values", values, feature_names, "feature", rows, layout)
+    if label_names and labels is not None:
+        _write_matrix(group, "labels", labels, label_names, "label", rows, layout)
 
 
 def _write_matrix(

@@ -18,6 +18,7 @@ from ticktensor.errors import StoreCorruptError
 from ticktensor.reliability.faults import (
     damaged_files,
     disk_full,
+    disk_full_tmpfs,
     reference_rows,
     sigkill_during_ingest,
 )
@@ -46,6 +47,15 @@ def test_sigkill_at_spread_points_loses_nothing(work: Workload) -> None:
 def test_disk_full_at_spread_points_loses_nothing(work: Workload) -> None:
     outcomes = disk_full(work, points=6, ref=reference_rows(work))
     assert len(outcomes) == 6
+    assert _failed(outcomes) == []
+    assert all("No space left on device" in o.detail for o in outcomes)
+
+
+@pytest.mark.slow
+def test_a_real_full_disk_loses_nothing(work: Workload) -> None:
+    outcomes = disk_full_tmpfs(work, points=4, ref=reference_rows(work))
+    if not outcomes:
+        pytest.skip("mounting a small tmpfs is not permitted here")
     assert _failed(outcomes) == []
     assert all("No space left on device" in o.detail for o in outcomes)
 

@@ -204,6 +204,55 @@ def disk_full(work: Workload, points: int = 8, ref: _Reference | None = None) ->
     return out
 
 
+def disk_full_tmpfs(
+    work: Workload, points: int = 4, ref: _Reference | None = None
+) -> list[FaultOutcome]:
+    """Day two into a store on a small tmpfs that fills up (a real ENOSPC from the kernel).
+
+    Needs the right to mount (root in a container that allows it); returns no outcomes
+    where mounting is refused. Sizes where the conversion fits are not counted.
+    """
+    ref = ref or reference_rows(work)
+    base = work.root / "base"
+    # tmpfs charges whole pages per file: room for day one and a share of day two (about
+    # as large again), from a sliver to nearly all of it.
+    pages = sum(-(-f.stat().st_size // 4096) for f in base.rglob("*") if f.is_file())
+    out = []
+    for k in range(points):
+        mnt = work.root / f"tmpfs-{k}"
+        mnt.mkdir(exist_ok=True)
+        size = (pages + int(pages * 3 * (k + 0.5) / points)) * 4096
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+            capture_output=True,
+            check=False,
+        )
+        if mounted.returncode != 0:
+            mnt.rmdir()
+            return out
+        try:
+            store = mnt / "store"
+            shutil.copytree(base, store)
+            before = _snapshot(str(store))
+            error = ""
+            try:
+                Workload.ingest(str(store), work.day2)
+            except OSError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            point = f"tmpfs of {size:,} bytes"
+            if not error:  # the conversion fitted: no fault was injected
+                continue
+            named = str(mnt) in error
+            problem = _check_after(str(store), before, ref)
+            if problem is None and not named:
+                problem = f"error does not name the file: {error[:200]}"
+            out.append(FaultOutcome("tmpfs-full", point, problem is None, problem or error))
+        finally:
+            subprocess.run(["umount", str(mnt)], capture_output=True, check=False)
+            mnt.rmdir()
+    return out
+
+
 # -- damaged stored files --------------------------------------------------------------
 
 
@@ -297,12 +346,11 @@ def damaged_files(work: Workload) -> list[FaultOutcome]:
         _expect_named("missing-file", "segment group", lambda: pinned.read_segment(seg), seg.path)
     )
     shutil.move(str(moved), str(store_dir / seg.path))
-    # everything restored: the version verifies again and the data is unchanged
+    # everything restored: the version must verify again (reported only if it does not)
     try:
         Store.open(url).verify()
-        out.append(FaultOutcome("restored", "verify", True))
     except StoreCorruptError as exc:
-        out.append(FaultOutcome("restored", "verify", False, str(exc)[:300]))
+        out.append(FaultOutcome("missing-file", "restored copy", False, str(exc)[:300]))
     return out
 
 

@@ -26,6 +26,7 @@ from .faults import (
     FaultOutcome,
     damaged_files,
     disk_full,
+    disk_full_tmpfs,
     reference_rows,
     sigkill_during_ingest,
 )
@@ -163,6 +164,7 @@ def run_report(
         outcomes = sigkill_during_ingest(work, budget.kill_points, seed, ref)
         log(f"faults sigkill: {len(outcomes)} points, {sum(not o.ok for o in outcomes)} failed")
         outcomes += disk_full(work, budget.disk_points, ref)
+        outcomes += disk_full_tmpfs(work, max(budget.disk_points // 2, 2), ref)
         outcomes += damaged_files(work)
         report.faults = outcomes
         reruns = sum(o.fault in ("sigkill", "disk-full") and o.ok for o in outcomes) + 1
