@@ -96,22 +96,37 @@ def _time_key(record: SegmentRecord) -> tuple[int, str]:
 
 
 def valid_starts(
-    ts: Int64s,
+    ts: Int64s | None,
     labels: Floats,
     window: int,
     stride: int,
     phase: int,
     start: int | None,
     end: int | None,
-) -> tuple[Int64s, Int64s]:
-    """First and last rows of the valid windows of one source whose row 0 is row ``phase``."""
-    first = np.arange(-phase % stride, max(ts.shape[0] - window + 1, 0), stride, dtype=np.int64)
-    last = first + (window - 1)
+) -> Int64s:
+    """First rows of the valid windows of one source whose row 0 is row ``phase``.
+
+    ``ts`` is only needed (and read) when a time range is given.
+    """
+    rows = labels.shape[0]
+    first = np.arange(-phase % stride, max(rows - window + 1, 0), stride, dtype=np.int64)
+    if first.size == 0:
+        return first
+    # The last rows form an arithmetic progression: strided views, no fancy-index copies.
+    last = slice(int(first[0]) + window - 1, int(first[-1]) + window, stride)
     keep = np.ones(first.shape[0], dtype=bool)
-    if labels.shape[1]:
+    if labels.shape[1] == 1:
+        keep &= ~np.isnan(labels[last, 0])
+    elif labels.shape[1]:
         keep &= ~np.isnan(labels[last]).any(axis=1)
-    if start is not None:
-        keep &= ts[last] >= start
-    if end is not None:
-        keep &= ts[last] < end
-    return first[keep], last[keep]
+    if start is not None or end is not None:
+        if ts is None:
+            raise ValueError("valid_starts: a time range needs the timestamps")
+        if start is not None:
+            keep &= ts[last] >= start
+        if end is not None:
+            keep &= ts[last] < end
+    if keep.all():
+        return first
+    kept: Int64s = first[keep]
+    return kept

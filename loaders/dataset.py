@@ -6,6 +6,7 @@ import functools
 import os
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 import numpy as np
@@ -147,9 +148,9 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         self.label_names = tuple(version.label_names)
         runs, phases = select_runs(version, symbols, start, end, self.window, self.cross_gaps)
         scale = normalization(version, self.feature_names) if normalize else None
+        self.threads = int(threads or os.cpu_count() or 1)
         self._build(runs, phases, start, end)
         self._loader = ChunkLoader(version, columns, scale, verify=bool(verify))
-        self.threads = int(threads or os.cpu_count() or 1)
         total = sum(self._loader.nbytes(f) for f in self.chunks.files)
         self.cache_bytes = int(cache_bytes or min(total, max(_MIN_CACHE_BYTES, _ram() // 4)))
         self._pool = pool if pool is not None else ThreadPool(os.cpu_count() or 1)
@@ -173,7 +174,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         start: int | None,
         end: int | None,
     ) -> None:
-        """Read each run's timestamps and labels, then index its valid windows.
+        """Read each run's labels (and timestamps for a time range), then index its windows.
 
         Only ``sample_segment`` and ``sample_start`` are stored per sample; the other
         per-sample arrays are derived from them on first use (D1's 16 M samples would
@@ -186,16 +187,19 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         start_parts: list[Int64s] = []
         source_symbol: list[int] = []
         rows: list[int] = []
-        for run, phase in zip(runs, phases, strict=True):
-            ts, labels = self._read_index_columns(run)
-            first, _ = valid_starts(ts, labels, self.window, self.stride, phase, start, end)
+        timed = start is not None or end is not None
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-open") as pool:
+            label_runs = list(pool.map(self._read_labels, runs))
+            ts_runs = list(pool.map(self._read_ts, runs)) if timed else [None] * len(runs)
+        for run, phase, labels, ts in zip(runs, phases, label_runs, ts_runs, strict=True):
+            first = valid_starts(ts, labels, self.window, self.stride, phase, start, end)
             if first.size == 0:
                 continue
             segment_parts.append(np.full(first.size, len(self.records), np.int32))
             start_parts.append(first)
             source_symbol.append(symbols.index(run[0].symbol))
             labels_parts.append(labels)
-            rows.append(ts.shape[0])
+            rows.append(labels.shape[0])
             self.records.append(tuple(run))
         if not self.records:
             raise ConfigError(
@@ -223,7 +227,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     @functools.cached_property
     def ts_sources(self) -> list[Int64s]:
         """Per source, its timestamps ``int64 [rows]`` (read again from the store on first use)."""
-        return [self._read_index_columns(list(run))[0] for run in self.records]
+        return [self._read_ts(list(run)) for run in self.records]
 
     @functools.cached_property
     def sample_ts(self) -> Int64s:
@@ -249,20 +253,22 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         ts = np.concatenate(self.ts_sources)
         return _frozen(ts[self._label_offset[self.sample_segment] + self.sample_start + row])
 
-    def _read_index_columns(self, run: list[SegmentRecord]) -> tuple[Int64s, Floats]:
-        """A run's timestamps and labels (``NaN`` labels for segments stored without)."""
+    def _read_ts(self, run: list[SegmentRecord]) -> Int64s:
+        """A run's timestamps."""
+        parts = [np.asarray(self.version.open_segment(r).ts[...], np.int64) for r in run]
+        return np.concatenate(parts)
+
+    def _read_labels(self, run: list[SegmentRecord]) -> Floats:
+        """A run's labels (``NaN`` for segments stored without)."""
         n_labels = len(self.label_names)
-        ts_parts, label_parts = [], []
+        parts = []
         for record in run:
-            arrays = self.version.open_segment(record)
-            ts_parts.append(np.asarray(arrays.ts[...], dtype=np.int64))
-            if arrays.labels is None:
-                label_parts.append(np.full((record.rows, n_labels), np.nan, np.float32))
+            stored = self.version.open_segment(record).labels
+            if stored is None:
+                parts.append(np.full((record.rows, n_labels), np.nan, np.float32))
             else:
-                label_parts.append(np.asarray(arrays.labels[...], dtype=np.float32))
-        ts = np.concatenate(ts_parts)
-        labels = np.ascontiguousarray(np.concatenate(label_parts), dtype=np.float32)
-        return ts, labels
+                parts.append(np.asarray(stored[...], dtype=np.float32))
+        return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
 
     # -- sizes -------------------------------------------------------------------------
 
