@@ -170,10 +170,21 @@ class _Shared:
         self.stats = stats
 
     def acquire(self) -> Slot:
-        """A free slot, or a new one when every slot is still referenced by the consumer."""
+        """A slot to fill: the first free one whose last device copy has finished.
+
+        A free slot whose copy is still running is taken only once the ring is full (the
+        producer then waits on its event); before that a new slot is added, so gathering
+        the next batch overlaps the copy of the last one. A new slot also when every slot
+        is still referenced by the consumer.
+        """
+        copying = None
         for slot in self.slots:
             if slot.is_free():
-                return slot
+                if slot.event is None or slot.event.query():
+                    return slot
+                copying = copying or slot
+        if copying is not None and len(self.slots) >= self.max_slots:
+            return copying
         slot = self.make_slot()
         self.stats.slots_allocated += 1
         if len(self.slots) < self.max_slots:

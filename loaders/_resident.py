@@ -111,6 +111,7 @@ class DeviceChunks:
         self._labels = torch.from_numpy(np.ascontiguousarray(dataset._labels_flat)).to(device)
         self._offsets = torch.arange(self.window, device=device, dtype=torch.int64)
         self._clock = 0
+        self.complete = False  # every chunk of the dataset is held
         self.stats: dict[str, Any] = {
             "slots": self.slots,
             "whole": self.whole,
@@ -137,7 +138,8 @@ class DeviceChunks:
         evictions when the budget does not hold every chunk.
         """
         ds = self.dataset
-        self.require(ds.chunks_of(indices), upcoming)
+        if not self.complete:  # once every chunk is held, no batch needs planning
+            self.require(ds.chunks_of(indices), upcoming)
         first = self._row_base[ds.sample_segment[indices]] + ds.sample_start[indices]
         first_dev = torch.from_numpy(first).to(self.device, non_blocking=True)
         rows = first_dev[:, None] + self._offsets[None, :]  # [B, W] global rows
@@ -177,6 +179,7 @@ class DeviceChunks:
             self.stats["h2d_bytes"] += int(values.nbytes)
         self._slot_dev.copy_(torch.from_numpy(self._slot_of))
         self.stats["load_s"] += time.perf_counter() - started
+        self.complete = self.whole and bool((self._slot_of >= 0).all())
 
     def _free_slots(self, count: int, needed: Int64s, upcoming: Sequence[Int64s]) -> Int64s:
         """``count`` slots to fill: empty ones first, then those whose chunk is needed last."""
