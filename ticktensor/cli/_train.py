@@ -22,7 +22,7 @@ _HELP = {
     "max_steps": "stop after this many steps in total, with a checkpoint (0: no limit)",
     "tp": "tensor-parallel size: a (dp, tp) device mesh, data sharded over dp only",
     "sample_log": "log every rank's sample ids per step to RUN/samples-rank*.jsonl",
-    "kill_at_step": "fault drill: SIGKILL --kill-rank after this step, first attempt only",
+    "kill_at_step": "fault drill: SIGKILL --kill-rank after this step, first launch only",
     "threads": "window gather threads per rank (0: cores / local ranks)",
     "horizon_s": "label horizon in seconds, purged at the train/validation cut",
 }

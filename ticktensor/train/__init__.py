@@ -18,12 +18,14 @@ if TYPE_CHECKING:
     from .jsonlines import JsonLines, read_jsonlines
     from .model import WindowConvNet
     from .rng import get_rng_state, set_rng_state
+    from .samples import SampleLog
     from .trainer import train
 
 __all__ = [
     "Checkpoints",
     "Distributed",
     "JsonLines",
+    "SampleLog",
     "StoreIdentity",
     "TrainConfig",
     "WindowConvNet",
@@ -37,6 +39,7 @@ _LAZY = {
     "Checkpoints": "checkpoint",
     "Distributed": "distributed",
     "JsonLines": "jsonlines",
+    "SampleLog": "samples",
     "StoreIdentity": "checkpoint",
     "WindowConvNet": "model",
     "get_rng_state": "rng",

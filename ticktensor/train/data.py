@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import torch
 
 from ticktensor.errors import ConfigError
 from ticktensor.kernels import ThreadPool
@@ -95,6 +96,17 @@ class TrainData:
             mask = split.sample_segment == source
             out[mask] = labels[rows[mask]]
         return out
+
+    def check_batch(self, step: int, ids: Int64s, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Raise unless a loader's training batch is exactly a direct gather of ``ids``
+        (the audit behind sample logs: what is logged is what was trained on)."""
+        want_x, want_y = self.train.get_batch(ids)
+        if not (
+            np.array_equal(x.cpu().numpy(), want_x) and np.array_equal(y.cpu().numpy(), want_y)
+        ):
+            raise RuntimeError(
+                f"step {step}: the loader's batch is not samples {ids[:8].tolist()}..."
+            )
 
     def label_stats(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """Mean and standard deviation of the training labels, per label (a zero or

@@ -38,6 +38,7 @@ class Distributed:
     dp_size: int
     dp_group: Any
     tp_group: Any
+    owns_group: bool = False
 
     @classmethod
     def from_env(cls, backend: str = "auto", device: str = "auto", tp: int = 1) -> Distributed:
@@ -56,11 +57,12 @@ class Distributed:
             dev = torch.device(device)
         if dev.type == "cuda":
             torch.cuda.set_device(dev)
-        chosen = None
+        chosen, owns = None, False
         if world > 1:
             chosen = ("nccl" if dev.type == "cuda" else "gloo") if backend == "auto" else backend
             if not dist.is_initialized():
                 _init_process_group(chosen, rank, world, local_world)
+                owns = True
         if world % tp:
             raise ConfigError(f"tp={tp} does not divide the world size {world}")
         mesh = None
@@ -81,6 +83,7 @@ class Distributed:
             dp_size,
             dp_group,
             tp_group,
+            owns,
         )
 
     @property
@@ -125,8 +128,8 @@ class Distributed:
             dist.barrier()
 
     def close(self) -> None:
-        """Destroy the process group (if this object's setup created one)."""
-        if self.distributed and dist.is_initialized():
+        """Destroy the process group if :meth:`from_env` created it (not the caller's)."""
+        if self.owns_group and dist.is_initialized():
             dist.destroy_process_group()
 
     @property

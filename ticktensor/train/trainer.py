@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
@@ -23,6 +22,7 @@ from .distributed import Distributed
 from .jsonlines import JsonLines, read_jsonlines
 from .model import WindowConvNet
 from .rng import get_rng_state, set_rng_state
+from .samples import SampleLog
 
 __all__ = ["train"]
 
@@ -89,9 +89,7 @@ class _Run:
         # Squared error and label count of the epoch so far, on the device (no sync per step).
         self.epoch_acc = torch.zeros(2, dtype=torch.float64, device=ctx.device)
         self.metrics = JsonLines(self.out / "metrics.jsonl") if ctx.rank == 0 else None
-        self.samples = (
-            JsonLines(self.out / f"samples-rank{ctx.rank}.jsonl") if config.sample_log else None
-        )
+        self.samples: SampleLog | None = None  # opened once the launch number is known
 
     # -- resume ------------------------------------------------------------------------
 
@@ -105,6 +103,11 @@ class _Run:
             starts = read_jsonlines(self.out / "metrics.jsonl")
             launch = sum(1 for r in starts if r.get("event") == "start")
         path, self.launch = self.ctx.broadcast_object((path, launch))
+        if self.config.sample_log:
+            tp_rank = 0 if self.ctx.mesh is None else self.ctx.mesh.get_local_rank("tp")
+            self.samples = SampleLog(
+                self.out, self.ctx.rank, self.ctx.dp_rank, tp_rank, self.launch
+            )
         if path is None:
             return None
         state = self.checkpoints.load(path)
@@ -131,16 +134,6 @@ class _Run:
         self.epoch_acc = torch.tensor(sums, dtype=torch.float64, device=self.ctx.device)
         return {"path": path, **{k: state[k] for k in ("step", "samples_seen", "world")}}
 
-    def replayed(self, resumed_step: int) -> dict[str, int]:
-        """Steps and samples trained after the checkpoint by earlier launches (lost work)."""
-        last, samples = resumed_step, 0
-        for path in sorted(self.out.glob("samples-rank*.jsonl")):
-            for rec in read_jsonlines(path):
-                if rec["launch"] < self.launch and rec["step"] > resumed_step:
-                    last = max(last, int(rec["step"]))
-                    samples += len(rec["ids"]) if rec["tp_rank"] == 0 else 0
-        return {"steps": last - resumed_step, "samples": samples}
-
     # -- the loop ------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
@@ -163,7 +156,11 @@ class _Run:
             "steps_per_epoch": -(-len(self.data.train) // config.batch_size),
         }
         if resumed is not None:
-            gap = self.replayed(resumed["step"]) if config.sample_log else None
+            gap = (
+                SampleLog.replayed(self.out, self.launch, resumed["step"])
+                if config.sample_log
+                else None
+            )
             start |= {"resumed": resumed, "replayed": gap}
             self.say(
                 f"resumed from {resumed['path']} at step {resumed['step']} "
@@ -207,7 +204,7 @@ class _Run:
             if x.shape[0] != ids.shape[0]:
                 raise RuntimeError(f"step {k}: batch of {x.shape[0]} for {ids.shape[0]} ids")
             if self.samples is not None:
-                self.check_batch(self.step + 1, ids, x, y)
+                self.data.check_batch(self.step + 1, ids, x, y)
             pred = self.model(x)
             sq = (pred - (y - self.y_mean) / self.y_std).pow(2).sum()
             # DDP averages gradients over the dp ranks; scaling by dp_size / n_global makes
@@ -220,7 +217,7 @@ class _Run:
             self.samples_seen += n_global
             samples_epoch += n_global
             if self.samples is not None:
-                self.log_samples(epoch, ids)
+                self.samples.write(self.step, epoch, self.data.train_ids[ids])
             step_sums = torch.stack([sq.detach().double(), sq.new_tensor(y.numel()).double()])
             self.epoch_acc += step_sums
             since_eval += step_sums
@@ -345,31 +342,6 @@ class _Run:
         has = any(p.name == f"step-{step:09d}.pt" for p in self.checkpoints.paths())
         return bool(self.ctx.broadcast_object(has))
 
-    def check_batch(self, step: int, ids: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Raise unless the loader's batch is exactly a direct gather of ``ids``."""
-        want_x, want_y = self.data.train.get_batch(ids)
-        if not (
-            np.array_equal(x.cpu().numpy(), want_x) and np.array_equal(y.cpu().numpy(), want_y)
-        ):
-            raise RuntimeError(f"step {step}: the loader's batch is not samples {ids[:8]}...")
-
-    def log_samples(self, epoch: int, ids: np.ndarray) -> None:
-        """Record the sample ids of the step just completed (optimizer step done)."""
-        if self.samples is None:
-            return
-        tp_rank = 0 if self.ctx.mesh is None else self.ctx.mesh.get_local_rank("tp")
-        self.samples.write(
-            {
-                "launch": self.launch,
-                "step": self.step,
-                "epoch": epoch,
-                "rank": self.ctx.rank,
-                "dp_rank": self.ctx.dp_rank,
-                "tp_rank": tp_rank,
-                "ids": self.data.train_ids[ids].tolist(),
-            }
-        )
-
     def drill(self) -> None:
         c = self.config
         if (
@@ -385,9 +357,10 @@ class _Run:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def close(self) -> None:
-        for log in (self.metrics, self.samples):
-            if log is not None:
-                log.close()
+        if self.metrics is not None:
+            self.metrics.close()
+        if self.samples is not None:
+            self.samples.close()
 
     def wall(self) -> float:
         return self.elapsed_before + time.perf_counter() - self.t0
