@@ -5,6 +5,7 @@ One command on a machine with an NVIDIA GPU (under 8 minutes with D1)::
     python benchmarks/gpu_check.py                 # workload D1, 3 s per measurement
     python benchmarks/gpu_check.py --json          # writes results/gpu-check-<date>.json too
     python benchmarks/gpu_check.py --quick         # a tiny store, well under a minute
+    python benchmarks/gpu_check.py --rows 100000   # D1's shape with fewer rows per symbol
 
 Rows:
 
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a tiny store, short runs")
     parser.add_argument("--seconds", type=float, help="per measurement (default 3, quick 0.4)")
     parser.add_argument("--step-ms", type=float, default=5.0, help="training step (default 5)")
+    parser.add_argument("--rows", type=int, help="rows per symbol of D1 (default 1,000,000)")
     parser.add_argument("--json", nargs="?", const="", metavar="FILE", help="write the rows")
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available()
@@ -79,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             workload = dataclasses.replace(workload, cache_dir=tmp)
         else:
             workload = Workload(cache_dir=Path("build/gpu-check"))
+            if args.rows:
+                workload = workload.resized(args.rows)
         version = _with_stats(prepare(workload, ["none"], say=print), workload)
         rows = run(version, workload, cuda=cuda, seconds=seconds, step_s=args.step_ms / 1e3)
     _print(rows, cuda)

@@ -155,6 +155,7 @@ class _Shared:
         deliver: Deliver,
         depth: int,
         stats: PrefetchStats,
+        extra_slots: int = 0,
     ) -> None:
         self.fill = fill
         self.steps = steps
@@ -166,7 +167,7 @@ class _Shared:
         # Queued, one being filled, and two on the consumer's side: the batch just taken
         # from the queue and the previous one, which a `for` loop holds until the new
         # one is assigned.
-        self.max_slots = depth + 3
+        self.max_slots = depth + 3 + extra_slots
         self.stats = stats
 
     def acquire(self) -> Slot:
@@ -273,6 +274,9 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         Added to error notes, e.g. ``"epoch 3, rank 0 of 8"``.
     sample_bytes
         Bytes one sample delivers, for the statistics.
+    extra_slots
+        Slots the ring may hold beyond ``depth + 3``, for a consumer that keeps more
+        batches referenced (the DALI backend holds the batches DALI may still read).
     on_stop
         Called once the background thread has been joined (e.g. to stop helper threads
         it used).
@@ -291,11 +295,12 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         context: str,
         sample_bytes: int,
         on_stop: Callable[[], None] | None = None,
+        extra_slots: int = 0,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth: expected >= 1, got {depth}")
         self.stats = PrefetchStats()
-        self._shared = _Shared(fill, steps, make_slot, deliver, depth, self.stats)
+        self._shared = _Shared(fill, steps, make_slot, deliver, depth, self.stats, extra_slots)
         self._timeout = timeout if timeout else None
         self._context = context
         self._sample_bytes = sample_bytes

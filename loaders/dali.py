@@ -80,6 +80,11 @@ class DaliOptions:
                 raise ConfigError(f"{name}: expected an integer >= 1, got {value!r}")
 
     @property
+    def held_batches(self) -> int:
+        """Fed batches kept referenced, since DALI reads them later (``no_copy``)."""
+        return self.prefetch_queue_depth + 2
+
+    @property
     def threads(self) -> int:
         """DALI's CPU threads."""
         return self.num_threads or min(4, os.cpu_count() or 1)
@@ -195,7 +200,7 @@ class DaliBatches:
         sample_bytes: int,
     ) -> None:
         self._prefetcher = prefetcher
-        self._feed = _Feed(prefetcher, options.prefetch_queue_depth + 2)
+        self._feed = _Feed(prefetcher, options.held_batches)
         self._bfloat16 = options.dtype == "bfloat16"
         self._sample_bytes = sample_bytes
         self.stats = PrefetchStats()

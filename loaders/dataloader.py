@@ -337,6 +337,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             f"from global sample {start}",
             sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
             on_stop=dataset.cache.stop_threads,
+            extra_slots=0 if self._dali is None else self._dali.held_batches,
         )
         source = prefetcher
         if self._dali is not None:

@@ -82,6 +82,8 @@ def test_normalized_batches_equal_the_torch_paths(version: StoreVersion) -> None
     assert stats["backend"] == "dali"
     assert stats["batches"] == len(expected)
     assert stats["samples"] == sum(x.shape[0] for x, _ in expected)
+    # The batches DALI may still read hold their slots; the ring is sized for them.
+    assert stats["buffers_allocated"] <= 2 + 3 + DaliOptions().held_batches
     assert dali.epoch == 1  # advanced after the complete pass, as on the torch path
     assert_same(collect(dali), collect(torch_path))  # epoch 1: a new order, still equal
 
