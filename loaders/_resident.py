@@ -59,13 +59,20 @@ class ResidentOptions:
 
 
 class DeviceChunks:
-    """A dataset's feature chunks in slots of one device tensor, and the gather over them.
+    """A dataset's feature chunks in one device tensor, and the gather over them.
 
-    The pool is ``[slots, max_chunk_rows, F]``; chunk ``c`` sits in slot ``slot_of[c]``.
-    A window of rows ``[s, s + W)`` of a source becomes ``W`` global rows, each mapped to
-    its chunk (a ``searchsorted`` over the chunks' first rows) and then to a row of the
-    pool, so one indexing op cuts a whole batch, windows across chunk boundaries
-    included. Labels (small) are copied to the device whole.
+    A window of rows ``[s, s + W)`` of a source is ``W`` *global* rows (the sources'
+    rows laid end to end), and one indexing op cuts a whole batch, windows across chunk
+    boundaries included:
+
+    - **whole** (every chunk fits the budget): one ``[rows, F]`` tensor holds the
+      sources' rows at their global positions, each chunk copied in once, so a window is
+      ``flat[first + arange(W)]``;
+    - **cache**: a pool of ``[slots, max_chunk_rows, F]``; chunk ``c`` sits in slot
+      ``slot_of[c]``, and each global row is mapped to its chunk (a ``searchsorted`` over
+      the chunks' first rows) and then to a row of the pool.
+
+    Labels (small) are copied to the device whole.
 
     Parameters
     ----------
@@ -102,8 +109,13 @@ class DeviceChunks:
         row_base = np.concatenate([[0], np.cumsum(index.source_rows)[:-1]]).astype(np.int64)
         self._row_base = row_base
         starts = [base + s for base, s in zip(row_base, index.chunk_starts, strict=True)]
-        self._starts = torch.from_numpy(np.concatenate(starts).astype(np.int64)).to(device)
-        self.pool = torch.empty((self.slots, self.max_rows, self.n_features), device=device)
+        self._first_rows = np.concatenate(starts).astype(np.int64)
+        self._starts = torch.from_numpy(self._first_rows).to(device)
+        if self.whole:
+            total = int(index.source_rows.sum())
+            self.pool = torch.empty((total, self.n_features), device=device)
+        else:
+            self.pool = torch.empty((self.slots, self.max_rows, self.n_features), device=device)
         self._slot_of = np.full(n_chunks, -1, dtype=np.int64)
         self._slot_dev = torch.from_numpy(self._slot_of).to(device)
         self._chunk_in = np.full(self.slots, -1, dtype=np.int64)  # chunk in each slot
@@ -143,9 +155,12 @@ class DeviceChunks:
         first = self._row_base[ds.sample_segment[indices]] + ds.sample_start[indices]
         first_dev = torch.from_numpy(first).to(self.device, non_blocking=True)
         rows = first_dev[:, None] + self._offsets[None, :]  # [B, W] global rows
-        chunk = torch.searchsorted(self._starts, rows, right=True) - 1
-        pool_rows = self._slot_dev[chunk] * self.max_rows + (rows - self._starts[chunk])
-        x = self.pool.view(-1, self.n_features)[pool_rows]
+        if self.whole:
+            x = self.pool[rows]
+        else:
+            chunk = torch.searchsorted(self._starts, rows, right=True) - 1
+            pool_rows = self._slot_dev[chunk] * self.max_rows + (rows - self._starts[chunk])
+            x = self.pool.view(-1, self.n_features)[pool_rows]
         y = self._labels[first_dev + (self.window - 1)]
         return x, y
 
@@ -171,13 +186,19 @@ class DeviceChunks:
                 self._slot_of[old] = -1
                 self.stats["evictions"] += 1
             values, _ = self._loader.load(self._files[chunk])
-            self.pool[slot, : values.shape[0]].copy_(_tensor(values))
+            if self.whole:  # the chunk's rows of its segment, at their global rows
+                first, n = int(self._first_rows[chunk]), self._files[chunk].rows
+                values = values[:n]
+                self.pool[first : first + n].copy_(_tensor(values))
+            else:
+                self.pool[slot, : values.shape[0]].copy_(_tensor(values))
             self._slot_of[chunk] = slot
             self._chunk_in[slot] = chunk
             self._used_at[slot] = self._clock
             self.stats["loads"] += 1
             self.stats["h2d_bytes"] += int(values.nbytes)
-        self._slot_dev.copy_(torch.from_numpy(self._slot_of))
+        if not self.whole:
+            self._slot_dev.copy_(torch.from_numpy(self._slot_of))
         self.stats["load_s"] += time.perf_counter() - started
         self.complete = self.whole and bool((self._slot_of >= 0).all())
 

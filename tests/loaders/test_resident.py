@@ -100,7 +100,10 @@ def test_same_batches_as_the_host_path(
     else:
         assert figures["slots"] == 6
         assert figures["evictions"] > 0
-    assert figures["h2d_bytes"] == figures["loads"] * CHUNK_BYTES
+    if budget is None:  # each chunk's own rows, once: the whole store
+        assert figures["h2d_bytes"] == sum(ROWS) * 3 * 4
+    else:  # whole stored chunks into slots
+        assert figures["h2d_bytes"] == figures["loads"] * CHUNK_BYTES
 
 
 def test_windows_across_chunks_and_uniform_order(version: StoreVersion) -> None:
@@ -168,3 +171,29 @@ def test_options_and_errors(version: StoreVersion) -> None:
         DataLoader(list(range(4)), batch_size=2, residency="device")
     loader = DataLoader(ds, batch_size=4, order=SequentialOrder(), device="cpu", residency="device")
     assert loader.stats()["memory"] == "pageable (no CUDA)"
+
+
+@pytest.mark.parametrize("budget", [None, 5 * CHUNK_BYTES])
+def test_joined_sessions(tmp_path: Path, budget: int | None) -> None:
+    """With ``cross_gaps`` a source is several segments: chunks start mid-source."""
+    store = Store.create(str(tmp_path / "store"), layout=Layout(chunk_rows=CHUNK_ROWS))
+    records = []
+    for day, rows in enumerate((37, 21, 50)):
+        row = np.arange(rows, dtype=np.float32) + 100 * day
+        records.append(
+            store.write_segment(
+                symbol="S0",
+                session=f"2024-01-0{day + 2}",
+                ts=(np.arange(rows, dtype=np.int64) + 1000 * day) * 10**9,
+                values=np.stack([row, -row, row / 3], axis=1),
+                feature_names=("a", "b", "c"),
+                labels=row[:, None].copy(),
+                label_names=("y",),
+            )
+        )
+    ds = dataset(store.commit(segments=records), cross_gaps=True)
+    assert ds.n_sources == 1
+    host = DataLoader(ds, batch_size=2, shuffle=True, seed=1)  # at most 4 chunks a batch
+    options = ResidentOptions(budget_bytes=budget)
+    device = DataLoader(ds, batch_size=2, shuffle=True, seed=1, device="cpu", residency=options)
+    assert_same(batches(device), batches(host))
