@@ -19,7 +19,7 @@ from ._index import normalization
 from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
 from ._readahead import Readahead
 from ._resident import DeviceChunks, ResidentBatches, ResidentOptions
-from .dali import DaliBatches, DaliOptions
+from .dali import DaliBatches, DaliOptions, dali_available
 from .dataset import WindowDataset
 from .samplers import BlockShuffleOrder, Order, SequentialOrder, UniformOrder
 from .sharding import EpochState, ShardPlan, world_from_env
@@ -204,9 +204,12 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         plain = self._dali is None and self._resident is None
         if self.device is not None and self.device.type == "cuda" and plain:
             self._delivery = CudaDelivery(self.device)
-        self.pin_memory = bool(cuda and (pin_memory or on_cuda))
+        self.pin_memory = bool(cuda and (pin_memory or on_cuda) and self._resident is None)
         self._memory = "pinned" if self.pin_memory else "pageable" if cuda else "pageable (no CUDA)"
+        if self._resident is not None:
+            self._memory = "device-resident (no host batch buffers)"
         self._chunks_on_device: DeviceChunks | None = None
+        self._dali_scale = None if self._dali is None else self._dali_normalization(dataset)
         self._state = EpochState(seed=seed)
         self._orders = _Orders(self.order, dataset)
         self._orders.prefetch(self._state.epoch)  # overlaps the caller's own setup
@@ -347,18 +350,28 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         self._last_stats = source.stats
         return iterator
 
-    def _through_dali(self, prefetcher: Prefetcher) -> DaliBatches:
-        """The pass's batches through a DALI pipeline (normalize, cast)."""
+    def _dali_normalization(self, dataset: WindowDataset) -> tuple[Any, Any] | None:
+        """``(mean, std)`` for DALI to apply, or ``None``; errors before any thread starts."""
         options = self._dali
         assert options is not None
-        dataset: WindowDataset = self.dataset
+        if not dali_available():
+            raise ConfigError(
+                "backend='dali' needs NVIDIA DALI: pip install nvidia-dali-cuda120 "
+                "(or the project's 'dali' extra)"
+            )
         if options.normalize and dataset.normalize:
             raise ConfigError(
                 "DaliOptions(normalize=True) with a dataset built with normalize=True "
                 "would normalize twice"
             )
         normalize = not dataset.normalize if options.normalize is None else options.normalize
-        scale = normalization(dataset.version, dataset.feature_names) if normalize else None
+        return normalization(dataset.version, dataset.feature_names) if normalize else None
+
+    def _through_dali(self, prefetcher: Prefetcher) -> DaliBatches:
+        """The pass's batches through a DALI pipeline (normalize, cast)."""
+        options = self._dali
+        assert options is not None
+        dataset: WindowDataset = self.dataset
         device_id = None
         if self.device is not None and self.device.type == "cuda":  # pragma: no cover - GPU only
             # torch types ``index`` as int; it is None for a bare "cuda".
@@ -368,7 +381,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             prefetcher,
             batch_size=self.batch_size,
             device_id=device_id,
-            scale=scale,
+            scale=self._dali_scale,
             options=options,
             sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
         )

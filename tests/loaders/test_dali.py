@@ -156,7 +156,7 @@ def test_options(version: StoreVersion) -> None:
     with pytest.raises(ConfigError, match="do not combine"):
         DataLoader(dataset(version), batch_size=4, backend="dali", device="cpu", residency="device")
     with pytest.raises(ConfigError, match="normalize twice"):
-        iter(DataLoader(dataset(version, True), batch_size=4, backend=DaliOptions(normalize=True)))
+        DataLoader(dataset(version, True), batch_size=4, backend=DaliOptions(normalize=True))
 
 
 def test_breaking_out_stops_the_background_thread(version: StoreVersion) -> None:

@@ -170,7 +170,10 @@ def test_options_and_errors(version: StoreVersion) -> None:
     with pytest.raises(ConfigError, match="only for the fast path"):
         DataLoader(list(range(4)), batch_size=2, residency="device")
     loader = DataLoader(ds, batch_size=4, order=SequentialOrder(), device="cpu", residency="device")
-    assert loader.stats()["memory"] == "pageable (no CUDA)"
+    assert loader.stats()["memory"].startswith("device-resident")
+    host = DataLoader(ds, batch_size=4, pin_memory=True)
+    expected = "pinned" if torch.cuda.is_available() else "pageable (no CUDA)"
+    assert host.stats()["memory"] == expected
 
 
 @pytest.mark.parametrize("budget", [None, 5 * CHUNK_BYTES])
