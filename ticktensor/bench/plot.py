@@ -88,6 +88,10 @@ def plot(results: Results, path: Path) -> Path:
                     )
             ax.plot([], [], "k--", label="decode rate x threads")
             ax.set(yscale="log", ylabel="GB/s", title="codecs (block order, warm)")
+            tops = [p["gb_per_s"] for p in pts] + [
+                p["decode_x_threads_gb_per_s"] for p in pts if p["decode_x_threads_gb_per_s"]
+            ]
+            ax.set_ylim(top=max(tops) * 8)  # room for the legend above the lines
         else:
             for name in sorted({s["name"] for s in results.stall}):
                 pts = [s for s in results.stall if s["name"] == name]
