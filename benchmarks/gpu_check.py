@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
+import functools
 import json
 import tempfile
 import time
@@ -173,7 +174,7 @@ def _h2d_cuda(workload: Workload, seconds: float) -> list[Row]:  # pragma: no co
     rates = {}
     for name, pin in (("pageable", False), ("pinned (cudaMemcpy)", True)):
         src = torch.ones(size, dtype=torch.uint8, pin_memory=pin)
-        rates[name] = _copy_rate(lambda src=src: dst.copy_(src), size, seconds)
+        rates[name] = _copy_rate(functools.partial(dst.copy_, src), size, seconds)
         rows.append(_row("h2d", name, rates[name] / 1e9, "GB/s", "256 MiB"))
     slot = Slot((workload.batch, workload.window, workload.features), (workload.batch, 1), True)
     delivery = CudaDelivery(torch.device("cuda"))
@@ -315,7 +316,7 @@ def _goals(rows: list[Row], cuda: bool) -> list[Row]:
     def value(check: str, mode: str) -> float | None:
         for row in rows:
             if row["check"] == check and row["mode"] == mode:
-                return row.get("share", row["value"])  # type: ignore[no-any-return]
+                return row.get("share", row["value"])
         return None
 
     goals = []
