@@ -217,7 +217,7 @@ def disk_full_tmpfs(
     # tmpfs charges whole pages per file: room for day one and a share of day two (about
     # as large again), from a sliver to nearly all of it.
     pages = sum(-(-f.stat().st_size // 4096) for f in base.rglob("*") if f.is_file())
-    out = []
+    out: list[FaultOutcome] = []
     for k in range(points):
         mnt = work.root / f"tmpfs-{k}"
         mnt.mkdir(exist_ok=True)
