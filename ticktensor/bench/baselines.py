@@ -19,6 +19,7 @@ from ticktensor.loaders import WindowDataset
 from .measure import Rep, endless, timed
 
 __all__ = [
+    "MmapGather",
     "MmapWindows",
     "ZarrWindows",
     "numpy_gather",
@@ -140,7 +141,7 @@ def numpy_gather(
     return timed(batches, seconds)
 
 
-class _MmapGather:
+class MmapGather:
     """Fill one batch from mmap arrays: per-window copies or one fancy index per series."""
 
     def __init__(self, arrays: MmapWindows, window: int, fancy: bool) -> None:
@@ -183,7 +184,7 @@ def threadpool_mmap(
     a copy per window.
     """
     to_series = series_of_sources(ds)
-    gather = _MmapGather(arrays, ds.window, fancy)
+    gather = MmapGather(arrays, ds.window, fancy)
     slots = ahead + 2  # in flight, the one the consumer holds, and one spare
     xs = [np.empty((batch, ds.window, ds.n_features), dtype=np.float32) for _ in range(slots)]
     ys = [np.empty((batch, ds.n_labels), dtype=np.float32) for _ in range(slots)]

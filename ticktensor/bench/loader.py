@@ -16,7 +16,7 @@ from .limits import chunk_payloads, decode_gbps, h2d_gbps, memcpy_gbps
 from .measure import Rep, Timing, summarize, timing_row, warm
 from .options import BenchOptions
 from .passes import cold_rows, compressed_rows
-from .peers import peer_rows
+from .peers import peer_methods, peer_rows
 from .results import Results, Row
 from .verdicts import judge
 from .workload import Workload, prepare, store_files
@@ -81,7 +81,8 @@ def run_loader(
         "numpy_gather": numpy_gather(ds, b, order, s),
         "get_batch_loop": get_batch_loop(ds, b, order, s),
     }
-    timings = _alternate(methods, o.repeats, say)
+    peers = peer_methods(ds, mmap, b, order, s, o.threads)
+    timings = _alternate(methods | peers, o.repeats, say)
     memcpy = [memcpy_gbps(o.memcpy_mib) for _ in range(o.repeats)]
     memcpy_t = [memcpy_gbps(o.memcpy_mib, o.threads) for _ in range(o.repeats)]
     sb = w.sample_bytes
@@ -156,7 +157,10 @@ def run_loader(
         )
     )
     rows.extend(_device_rows(ds, w, o))
-    rows.extend(peer_rows())
+    for name in peers:
+        note = f"the same windows from the mmap arrays, {o.threads} threads (bench/peers.py)"
+        rows.append(timing_row(name, "peer", timings[name], sb, note))
+    rows.extend(peer_rows(set(peers)))
     del ds, mmap, methods
     compressed_rows(w, o, stores, results, say)
     cold_rows(w, o, stores[Codec.NONE], raw_files, results, say)

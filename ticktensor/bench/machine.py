@@ -14,7 +14,18 @@ from typing import Any
 
 __all__ = ["cpu_model", "describe_run", "gpu_name", "memory_bytes"]
 
-_LIBRARIES = ("ticktensor", "numpy", "torch", "zarr", "numcodecs", "pyarrow", "matplotlib")
+_LIBRARIES = (
+    "ticktensor",
+    "numpy",
+    "torch",
+    "zarr",
+    "numcodecs",
+    "pyarrow",
+    "matplotlib",
+    "spdl",
+    "litdata",
+    "mosaicml-streaming",
+)
 
 
 def cpu_model() -> str:
