@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
         parser = benches.add_parser(
             part, help=help_text, description=help_text + ". Workload D1 by default."
         )
-        add_bench_arguments(parser)
+        add_bench_arguments(parser, workload=part != "ingest")
         parser.set_defaults(run=run_bench, part=part)
     report = benches.add_parser(
         "report",
@@ -50,8 +50,17 @@ def register(sub: Any) -> None:
     report.set_defaults(run=run_report)
 
 
-def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``bench loader|ingest|train|all``; ``None`` means the default (D1)."""
+def add_bench_arguments(parser: argparse.ArgumentParser, *, workload: bool = True) -> None:
+    """Options of ``bench loader|ingest|train|all``; ``None`` means the default (D1).
+
+    ``workload=False`` leaves out the loader workload's options (``bench ingest``).
+    """
+    if workload:
+        _add_workload_arguments(parser)
+    _add_timing_arguments(parser)
+
+
+def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("workload (D1 of DESIGN.md by default)")
     data.add_argument(
         "--store", help="benchmark an existing store's series instead of generated data"
@@ -70,6 +79,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument("--seed", type=int, help="seed of the data and the orders (0)")
     data.add_argument("--cache-dir", type=Path, help="where data is written once (build/bench-d1)")
+
+
+def _add_timing_arguments(parser: argparse.ArgumentParser) -> None:
     timing = parser.add_argument_group("timing")
     timing.add_argument(
         "--quick", action="store_true", help="a smaller, shorter run (rows 250,000, 0.5 s x 3)"
@@ -108,9 +120,10 @@ def run_bench(args: argparse.Namespace) -> int:
     shape = _given(
         args, "symbols", "rows", "features", "window", "batch", "chunk_rows", "seed", "cache_dir"
     )
-    if args.quick and "rows" not in shape and args.store is None:
+    store = getattr(args, "store", None)
+    if args.quick and "rows" not in shape and store is None:
         shape["rows"] = preset["rows"]
-    workload = Workload.from_store(args.store, **shape) if args.store else Workload(**shape)
+    workload = Workload.from_store(store, **shape) if store else Workload(**shape)
     timing: dict[str, Any] = {k: preset[k] for k in ("seconds", "repeats", "passes")}
     timing |= _given(args, "seconds", "repeats", "passes", "threads", "codec", "order")
     if args.thread_counts:
