@@ -102,7 +102,8 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         ``"device"`` (or a :class:`~ticktensor.loaders.ResidentOptions`) copies each chunk
         to ``device`` once and cuts windows there, so host-to-device traffic is chunk
         bytes, not window bytes. Needs ``device``; ``"cpu"`` runs the same logic on host
-        tensors.
+        tensors. When the chunks do not all fit the budget, ``shuffle=True`` without an
+        ``order`` uses ``BlockShuffleOrder(seed, block_chunks=slots // 4)``.
 
     Examples
     --------
@@ -209,6 +210,14 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         if self._resident is not None:
             self._memory = "device-resident (no host batch buffers)"
         self._chunks_on_device: DeviceChunks | None = None
+        if self._resident is not None and self.device is not None:
+            device_chunks = DeviceChunks(dataset, self.device, self._resident)
+            self._chunks_on_device = device_chunks
+            if order is None and shuffle and not device_chunks.whole:
+                # A chunk cache on the device: fill it block by block, each chunk about
+                # once per epoch, instead of every batch reading chunks from everywhere.
+                blocks = max(1, device_chunks.slots // 4)
+                self.order = BlockShuffleOrder(seed, block_chunks=blocks)
         self._dali_scale = None if self._dali is None else self._dali_normalization(dataset)
         self._state = EpochState(seed=seed)
         self._orders = _Orders(self.order, dataset)
@@ -299,10 +308,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             self.pad,
         )
         dataset: WindowDataset = self.dataset
-        if self._resident is not None:
-            if self._chunks_on_device is None:
-                assert self.device is not None  # checked in __init__
-                self._chunks_on_device = DeviceChunks(dataset, self.device, self._resident)
+        if self._resident is not None and self._chunks_on_device is not None:
             source: _Batches = ResidentBatches(
                 self._chunks_on_device, plan, self._resident.lookahead
             )

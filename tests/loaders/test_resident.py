@@ -196,7 +196,19 @@ def test_joined_sessions(tmp_path: Path, budget: int | None) -> None:
         )
     ds = dataset(store.commit(segments=records), cross_gaps=True)
     assert ds.n_sources == 1
-    host = DataLoader(ds, batch_size=2, shuffle=True, seed=1)  # at most 4 chunks a batch
+    order = UniformOrder(seed=1)
+    host = DataLoader(ds, batch_size=2, order=order)  # at most 4 chunks a batch
     options = ResidentOptions(budget_bytes=budget)
-    device = DataLoader(ds, batch_size=2, shuffle=True, seed=1, device="cpu", residency=options)
+    device = DataLoader(ds, batch_size=2, order=order, device="cpu", residency=options)
     assert_same(batches(device), batches(host))
+
+
+def test_a_device_cache_shuffles_by_blocks(version: StoreVersion) -> None:
+    ds = dataset(version)
+    small = ResidentOptions(budget_bytes=8 * CHUNK_BYTES)
+    device = DataLoader(ds, batch_size=4, shuffle=True, seed=7, device="cpu", residency=small)
+    assert device.order == BlockShuffleOrder(seed=7, block_chunks=2)
+    host = DataLoader(ds, batch_size=4, order=BlockShuffleOrder(seed=7, block_chunks=2))
+    assert_same(batches(device), batches(host))
+    whole = DataLoader(ds, batch_size=4, shuffle=True, seed=7, device="cpu", residency="device")
+    assert whole.order == UniformOrder(seed=7)
