@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ticktensor.errors import ConfigError
 
@@ -13,7 +14,7 @@ from .options import BenchOptions
 from .results import Results
 from .workload import Workload
 
-__all__ = ["demand_of", "judge", "limits_of"]
+__all__ = ["demand_of", "judge", "limits_of", "stage_shares"]
 
 Say = Callable[[str], None]
 
@@ -130,16 +131,46 @@ def _rss_and_first_batch(w: Workload, results: Results) -> None:
 
 
 def _engine_stats(results: Results, say: Say) -> None:
+    """Notes from the loader rows' ``stats()``: cache hit rate, where the time went, new keys."""
+    new: set[str] = set()
     for row in results.rows:
-        extra = new_stats(row.stats) if row.kind == "loader" else {}
+        if row.kind != "loader" or not row.stats:
+            continue
+        parts = []
         rate = cache_hit_rate(row.stats)
-        if extra:
-            shown = ", ".join(f"{k}={_short(v)}" for k, v in sorted(extra.items()))
-            results.notes.append(f"{row.name} stats(): {shown}")
         if rate is not None:
-            results.notes.append(f"{row.name}: chunk cache hit rate {rate:.1%}")
+            parts.append(f"chunk cache hit rate {rate:.1%}")
+        stages = stage_shares(row.stats)
+        if stages:
+            shown = ", ".join(f"{name} {share:.0%}" for name, share in stages.items())
+            parts.append(f"stage seconds / wall: {shown}")
+        if parts:
+            results.notes.append(f"{row.name}: {'; '.join(parts)}")
+        new |= {key.split(".")[0] + (".*" if "." in key else "") for key in new_stats(row.stats)}
+    if new:
+        results.notes.append(
+            f"stats() keys new to the bench, kept in the rows' stats: {', '.join(sorted(new))}"
+        )
     say("# done")
 
 
-def _short(value: object) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
+def stage_shares(stats: Mapping[str, Any]) -> dict[str, float]:
+    """Seconds per stage (a ``stage_s`` section of ``stats()``) over the wall time, largest first.
+
+    Stages summed over threads can add up to more than 100%.
+
+    Examples
+    --------
+    >>> stage_shares({"wall_s": 2.0, "stage_s": {"decode": 1.0, "fetch": 0.5}})
+    {'decode': 0.5, 'fetch': 0.25}
+    """
+    wall = stats.get("wall_s")
+    stages = stats.get("stage_s")
+    if not isinstance(wall, int | float) or wall <= 0 or not isinstance(stages, Mapping):
+        return {}
+    shares = {
+        str(name): float(seconds) / wall
+        for name, seconds in stages.items()
+        if isinstance(seconds, int | float)
+    }
+    return dict(sorted(shares.items(), key=lambda item: -item[1]))
