@@ -167,7 +167,7 @@ def _point(p: dict[str, Any]) -> str:
 
 
 def markdown(results: Results) -> str:
-    """Markdown tables of the rows, goals, model, thread scaling, stall and ingest."""
+    """Markdown tables of the rows, goals, model, thread scaling, stall and ingest; the notes."""
     out: list[str] = []
     if results.rows:
         head = ["method", "kind", "samples/s", "GB/s", "first batch s", "ours / it", "what"]
@@ -197,6 +197,8 @@ def markdown(results: Results) -> str:
     if results.ingest:
         head = ["ingest method", "rows/s", "MB/s", "seconds", "ticktensor / it"]
         out += ["", *_table(head, "lrrrr", [_ingest_cells(r) for r in results.ingest])]
+    if results.notes:
+        out += ["", *(f"- {note}" for note in results.notes)]
     return "\n".join(out)
 
 
