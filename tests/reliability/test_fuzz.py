@@ -17,7 +17,16 @@ from ticktensor.reliability.targets import FuzzTarget
 
 from .conftest import DATA
 
-READERS = ["csv-trades", "csv-gzip", "csv-quotes", "csv-histdata", "csv-ohlcv", "dbn", "dbn-zst"]
+READERS = [
+    "ingest-csv",
+    "csv-trades",
+    "csv-gzip",
+    "csv-quotes",
+    "csv-histdata",
+    "csv-ohlcv",
+    "dbn",
+    "dbn-zst",
+]
 READERS += ["lobster-message", "lobster-orderbook", "tardis", "parquet", "parquet-quotes", "arrow"]
 STORE = ["manifest", "store-pointer", "store-header", "zarr-group-json", "zarr-array-json"]
 STORE += ["zarr-chunk-zstd", "zarr-chunk-lz4", "store-table"]
@@ -42,7 +51,9 @@ def _check(target: FuzzTarget, data: bytes) -> None:
 
 
 def test_every_reader_and_parser_has_a_target(targets: dict[str, FuzzTarget]) -> None:
-    expected = set(STORE) | ({*READERS} if DATA.is_dir() else {"csv-trades", "csv-gzip"})
+    expected = set(STORE) | (
+        {*READERS} if DATA.is_dir() else {"ingest-csv", "csv-trades", "csv-gzip"}
+    )
     assert expected <= set(targets)
 
 
