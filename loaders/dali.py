@@ -215,9 +215,18 @@ class DaliBatches:
             num_threads=options.threads,
             prefetch_queue_depth=options.prefetch_queue_depth,
         )
-        self._iterator = plugin.DALIGenericIterator(
-            [pipe], ["x", "y"], last_batch_policy=plugin.LastBatchPolicy.PARTIAL
-        )
+        self._iterator: Any
+        try:  # runs the pipeline for the first batch already
+            self._iterator = plugin.DALIGenericIterator(
+                [pipe], ["x", "y"], last_batch_policy=plugin.LastBatchPolicy.PARTIAL
+            )
+        except RuntimeError:
+            # DALI refuses an epoch without data: an empty pass (resumed at its end), or
+            # the first batch failed (its error is raised by __next__).
+            if self._feed.fed:
+                prefetcher.close()
+                raise
+            self._iterator = iter(())
         # The pipeline references the feed, not this object: dropping the pass (breaking
         # out of a loop) stops the prefetcher's thread at once, without waiting for the
         # cyclic garbage collector to free DALI's objects.

@@ -168,3 +168,21 @@ def test_breaking_out_stops_the_background_thread(version: StoreVersion) -> None
         assert time.monotonic() < deadline, "the loader thread outlived the pass"
         time.sleep(0.01)
     assert loader.state_dict()["samples_consumed"] == 4
+
+
+def test_an_empty_pass_and_an_error_in_the_first_batch(
+    version: StoreVersion, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = dataset(version)
+    loader = DataLoader(raw, batch_size=8, backend="dali")
+    loader.load_state_dict({"epoch": 0, "seed": 0, "samples_consumed": len(raw)})
+    assert list(loader) == []
+    assert loader.epoch == 1
+
+    def failing(*args: object, **kwargs: object) -> object:
+        raise OSError("no such chunk")
+
+    monkeypatch.setattr(raw, "_get_batch", failing)
+    with pytest.raises(OSError, match="no such chunk"):
+        next(iter(loader))
+    assert loader.state_dict()["samples_consumed"] == 0
