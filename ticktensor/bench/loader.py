@@ -11,7 +11,7 @@ from ticktensor.loaders import UniformOrder, WindowDataset
 from ticktensor.store import Codec, Store, StoreVersion
 
 from .baselines import MmapWindows, numpy_gather, threadpool_mmap, torch_loader
-from .engine import get_batch_loop, open_dataset, ticktensor_loader
+from .engine import fresh_pass, get_batch_loop, open_dataset, ticktensor_loader
 from .limits import chunk_payloads, decode_gbps, h2d_gbps, memcpy_gbps
 from .measure import Rep, Timing, summarize, timing_row, warm
 from .options import BenchOptions
@@ -176,7 +176,7 @@ def _thread_table(
     results: Results,
     say: Say,
 ) -> None:
-    """Loader and limits at each thread count."""
+    """Loader (main row, and one epoch of the zstd store) and limits at each thread count."""
     say(f"# thread scaling: {', '.join(map(str, o.thread_counts))} threads")
     payloads = chunk_payloads(stores[Codec.ZSTD], 32 << 20)
     for threads in o.thread_counts:
@@ -186,6 +186,8 @@ def _thread_table(
             for r in range(max(1, o.repeats // 2))
         ]
         t = summarize(reps)
+        del ds
+        zstd = fresh_pass(stores[Codec.ZSTD], w.window, w.batch, threads, w.seed)
         results.threads.append(
             {
                 "threads": threads,
@@ -193,9 +195,9 @@ def _thread_table(
                 "gb_per_s": t.samples_per_s * w.sample_bytes / 1e9,
                 "memcpy_gb_per_s": memcpy_gbps(o.memcpy_mib, threads),
                 "zstd_decode_gb_per_s": decode_gbps(Codec.ZSTD, payloads, threads, seconds=0.3),
+                "zstd_block_gb_per_s": zstd.rate * w.sample_bytes / 1e9,
             }
         )
-        del ds
 
 
 def _device_rows(ds: WindowDataset, w: Workload, o: BenchOptions) -> list[Row]:

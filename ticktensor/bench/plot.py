@@ -43,6 +43,9 @@ def plot(results: Results, path: Path) -> Path:
             ax.plot(
                 xs, [t["zstd_decode_gb_per_s"] for t in results.threads], "r:", label="zstd decode"
             )
+            if all("zstd_block_gb_per_s" in t for t in results.threads):
+                epoch = [t["zstd_block_gb_per_s"] for t in results.threads]
+                ax.plot(xs, epoch, "s-", color="tab:red", label="ticktensor, zstd epoch")
             ax.set(xlabel="threads", ylabel="GB/s", title="thread scaling (uniform, warm)")
             _ticks(ax, xs)
         elif panel == "batch":

@@ -12,6 +12,7 @@ __all__ = ["README_BEGIN", "README_END", "markdown", "readme_section", "splice_r
 
 README_BEGIN = "<!-- bench:begin {source} -->"
 README_END = "<!-- bench:end -->"
+THREAD_HEAD = ["threads", "samples/s", "GB/s", "memcpy GB/s", "zstd decode GB/s", "zstd epoch GB/s"]
 
 
 def _num(value: float | None, fmt: str = ",.0f") -> str:
@@ -66,6 +67,7 @@ def _thread_cells(t: dict[str, Any]) -> list[str]:
         f"{t['gb_per_s']:.2f}",
         f"{t['memcpy_gb_per_s']:.2f}",
         f"{t['zstd_decode_gb_per_s']:.2f}",
+        _num(t.get("zstd_block_gb_per_s"), ".2f"),
     ]
 
 
@@ -132,11 +134,8 @@ def text(results: Results) -> str:
             predicted, measured, share, verdict = _model_cells(m)
             out.append(f"  {m['name']:<24}{predicted:>12}{measured:>12}{share:>6}  {verdict}")
     if results.threads:
-        widths = (8, 14, 8, 13, 18)
-        out += [
-            "",
-            _columns(["threads", "samples/s", "GB/s", "memcpy GB/s", "zstd decode GB/s"], widths),
-        ]
+        widths = (8, 14, 8, 13, 18, 17)
+        out += ["", _columns(THREAD_HEAD, widths)]
         out += [_columns(_thread_cells(t), widths) for t in results.threads]
     if results.stall:
         widths = (-16, 9, 9, 13, 15)
@@ -189,8 +188,7 @@ def markdown(results: Results) -> str:
         lines = [[f"`{m['name']}`", *_model_cells(m)] for m in results.model]
         out += ["", *_table(head, "lrrrl", lines)]
     if results.threads:
-        head = ["threads", "samples/s", "GB/s", "memcpy GB/s", "zstd decode GB/s"]
-        out += ["", *_table(head, "rrrrr", [_thread_cells(t) for t in results.threads])]
+        out += ["", *_table(THREAD_HEAD, "rrrrrr", [_thread_cells(t) for t in results.threads])]
     if results.stall:
         head = ["loader", "step ms", "data stall %", "predicted %", "break-even step ms"]
         out += ["", *_table(head, "lrrrr", [_stall_cells(s) for s in results.stall])]
