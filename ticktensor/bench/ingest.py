@@ -74,6 +74,7 @@ def generate(path: Path, rows: int, symbols: int, days: int, seed: int = 0) -> N
 
 
 def run_ticktensor(csv: Path, out: Path, workers: int) -> int:
+    """``ticktensor ingest``'s job on the CSV: validated, sorted, features, one version."""
     from ticktensor.ingest._job import IngestOptions, ingest
     from ticktensor.ingest.readers._base import ReadOptions
     from ticktensor.schemas import EventKind
@@ -84,6 +85,7 @@ def run_ticktensor(csv: Path, out: Path, workers: int) -> int:
 
 
 def run_pyarrow(csv: Path, out: Path) -> int:
+    """Baseline: ``pyarrow.csv.read_csv``, then one zstd Parquet file."""
     import pyarrow.parquet as pq
 
     table = pacsv.read_csv(csv)
@@ -93,6 +95,7 @@ def run_pyarrow(csv: Path, out: Path) -> int:
 
 
 def run_pandas(csv: Path, out: Path) -> int:
+    """Baseline: ``pandas.read_csv``, then one zarr array per numeric column."""
     import pandas as pd  # type: ignore[import-untyped]
     import zarr
 
@@ -107,6 +110,7 @@ def run_pandas(csv: Path, out: Path) -> int:
 
 
 def child(method: str, csv: Path, out: Path, workers: int) -> None:
+    """Run ``method`` in this (child) process; print its rows and seconds as JSON."""
     t0 = time.perf_counter()
     rows = {
         "ticktensor_csv": lambda: run_ticktensor(csv, out, workers),
@@ -117,6 +121,7 @@ def child(method: str, csv: Path, out: Path, workers: int) -> None:
 
 
 def measure(method: str, csv: Path, work: Path, workers: int) -> dict[str, Any]:
+    """Run ``method`` in a child process: rows/s, CSV MB/s and the child's peak RSS."""
     out = work / method
     shutil.rmtree(out, ignore_errors=True)
     proc = subprocess.Popen(

@@ -116,6 +116,7 @@ class Results:
         return next((r for r in self.rows if r.name == name), None)
 
     def to_json(self) -> dict[str, Any]:
+        """The results as plain JSON types, with the file format's name."""
         doc = asdict(self)
         doc["format"] = FORMAT
         return doc
