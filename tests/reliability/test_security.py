@@ -233,7 +233,7 @@ def test_a_pickle_codec_in_zarr_metadata_is_never_run(store: Path, tmp_path: Pat
 
 BOMB_CHILD = """
 import resource, sys
-resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
 from ticktensor.errors import InputError
 from ticktensor.ingest._sources import expand_inputs
 from ticktensor.ingest.readers import CsvReader, ReadOptions
