@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ticktensor.cli import main
-from ticktensor.train import read_jsonlines
+from ticktensor.train import loss_curve, read_jsonlines
 
 from .conftest import ROOT, add_day, build_store, cli_env, torchrun
 
@@ -97,6 +97,12 @@ def assert_same_training(run: Path, reference: Path) -> None:
     assert sorted(ours) == sorted(theirs) == list(range(1, EPOCHS * STEPS_PER_EPOCH + 1))
     for step, entry in theirs.items():
         assert sorted(ours[step]["ids"]) == sorted(entry["ids"]), f"step {step}"
+    ours_curve = loss_curve(run / "metrics.jsonl")
+    theirs_curve = loss_curve(reference / "metrics.jsonl")
+    assert [p.step for p in ours_curve] == [p.step for p in theirs_curve] == [0, 37, 74]
+    for a_point, b_point in zip(ours_curve, theirs_curve, strict=True):
+        assert a_point.samples_seen == b_point.samples_seen
+        assert a_point.valid_loss == pytest.approx(b_point.valid_loss, rel=1e-5)
     for a, b in zip(epoch_records(run)[-EPOCHS:], epoch_records(reference), strict=True):
         assert a["epoch"] == b["epoch"]
         assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-5)

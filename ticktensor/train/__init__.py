@@ -14,6 +14,7 @@ from .config import TrainConfig
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoints, StoreIdentity
+    from .curves import CurvePoint, loss_curve, time_to_target
     from .distributed import Distributed
     from .jsonlines import JsonLines, read_jsonlines
     from .model import WindowConvNet
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Checkpoints",
+    "CurvePoint",
     "Distributed",
     "JsonLines",
     "SampleLog",
@@ -30,21 +32,26 @@ __all__ = [
     "TrainConfig",
     "WindowConvNet",
     "get_rng_state",
+    "loss_curve",
     "read_jsonlines",
     "set_rng_state",
+    "time_to_target",
     "train",
 ]
 
 _LAZY = {
     "Checkpoints": "checkpoint",
+    "CurvePoint": "curves",
     "Distributed": "distributed",
     "JsonLines": "jsonlines",
     "SampleLog": "samples",
     "StoreIdentity": "checkpoint",
     "WindowConvNet": "model",
     "get_rng_state": "rng",
+    "loss_curve": "curves",
     "read_jsonlines": "jsonlines",
     "set_rng_state": "rng",
+    "time_to_target": "curves",
     "train": "trainer",
 }
 
