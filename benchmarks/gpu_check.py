@@ -18,6 +18,8 @@ Rows:
   to about 5 ms) waits for data, per mode and for ``torch.utils.data.DataLoader`` over
   ``np.load(mmap_mode="r")`` windows: ``1 - steps * step_alone / wall``, so time the GPU
   waits for a copy counts as well as time the host waits for a batch;
+- ``traffic``: host-to-device bytes of one epoch, window bytes (host-pinned, DALI) vs
+  the chunk bytes device residency copied (once);
 - ``correct``: the first batches of every mode equal the host path's (same order, same
   normalization);
 - ``goal``: the issue's goals (stall under 2%, device-resident at least 3x host-pinned,
@@ -139,6 +141,7 @@ def run(
         rows.append(_row("loader", name, rate, "samples/s", where, gb_s=gbps))
     if not dali_available():
         rows.append(_row("loader", "dali", None, "samples/s", "nvidia-dali not installed"))
+    rows.extend(_traffic(normed, workload, device, common))
     mmap = MmapWindows(workload.npy_dir(), workload.symbols, workload.window)
     modes["torch DataLoader"] = lambda: _to_device(
         torch.utils.data.DataLoader(
@@ -154,6 +157,27 @@ def run(
     rows.extend(_correctness(modes, normed, order, batch))
     rows.extend(_goals(rows, cuda))
     return rows
+
+
+def _traffic(
+    ds: WindowDataset, workload: Workload, device: torch.device | None, common: dict[str, Any]
+) -> list[Row]:
+    """Host-to-device bytes of one epoch: window bytes per batch vs chunk bytes once.
+
+    The host modes copy every delivered window; device residency copies each chunk's
+    rows once (measured over one pass, which loads every chunk).
+    """
+    windows = len(ds) // workload.batch * workload.batch * workload.sample_bytes
+    loader = DataLoader(ds, device=device or "cpu", residency="device", **common)
+    for _ in loader:
+        if loader.stats()["resident"]["loaded_chunks"] == len(ds.chunks):
+            break  # every chunk is held: the rest of the epoch copies nothing
+    chunks = loader.stats()["resident"]["h2d_bytes"]
+    note = f"{windows / chunks:,.0f}x less than windows" if chunks else ""
+    return [
+        _row("traffic", "host-pinned / dali", windows / 1e9, "GB per epoch to device", "windows"),
+        _row("traffic", "device-resident", chunks / 1e9, "GB per epoch to device", note),
+    ]
 
 
 def _row(check: str, mode: str, value: float | None, unit: str, note: str, **extra: Any) -> Row:

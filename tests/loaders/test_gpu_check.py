@@ -17,7 +17,7 @@ SCRIPT = Path(__file__).parents[2] / "benchmarks" / "gpu_check.py"
 @pytest.mark.slow
 def test_quick_check_runs_without_a_gpu(tmp_path: Path) -> None:
     out = tmp_path / "gpu.json"
-    args = ["--quick", "--seconds", "0.2", "--json", str(out)]
+    args = ["--quick", "--seconds", "0.1", "--json", str(out)]
     done = subprocess.run(
         [sys.executable, str(SCRIPT), *args],
         check=False,
@@ -34,6 +34,8 @@ def test_quick_check_runs_without_a_gpu(tmp_path: Path) -> None:
         assert ("loader", mode) in checks
         assert ("stall", mode) in checks
     assert ("stall", "torch DataLoader") in checks
+    traffic = {row["mode"]: row["value"] for row in rows if row["check"] == "traffic"}
+    assert 0 < traffic["device-resident"] < traffic["host-pinned / dali"]
     correct = [row for row in rows if row["check"] == "correct"]
     assert correct
     assert all(row["value"] == 1.0 for row in correct), correct
