@@ -94,7 +94,6 @@ class DeviceChunks:
         self.window = dataset.window
         self.n_features = dataset.n_features
         self._files = index.files
-        self._loader = dataset._loader
         self.max_rows = max(f.stored_rows for f in index.files)
         self.chunk_bytes = self.max_rows * self.n_features * 4
         n_chunks = len(index)
@@ -120,7 +119,7 @@ class DeviceChunks:
         self._slot_dev = torch.from_numpy(self._slot_of).to(device)
         self._chunk_in = np.full(self.slots, -1, dtype=np.int64)  # chunk in each slot
         self._used_at = np.zeros(self.slots, dtype=np.int64)  # batch that last used a slot
-        self._labels = torch.from_numpy(np.ascontiguousarray(dataset._labels_flat)).to(device)
+        self._labels = torch.from_numpy(dataset.labels.copy()).to(device)
         self._offsets = torch.arange(self.window, device=device, dtype=torch.int64)
         self._clock = 0
         self.complete = False  # every chunk of the dataset is held
@@ -187,7 +186,7 @@ class DeviceChunks:
             if old >= 0:
                 self._slot_of[old] = -1
                 self.stats["evictions"] += 1
-            values, _ = self._loader.load(self._files[chunk])
+            values = self.dataset.load_chunk(chunk)
             if self.whole:  # the chunk's rows of its segment, at their global rows
                 first, n = int(self._first_rows[chunk]), self._files[chunk].rows
                 values = values[:n]

@@ -396,6 +396,23 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             labels = np.take(self._labels_flat, rows, axis=0, out=labels_out)
         return out, labels
 
+    def load_chunk(self, chunk: int) -> Floats:
+        """Chunk ``chunk`` of :attr:`chunks` as ``float32 [stored_rows, F]``, outside the cache.
+
+        Feature subset and normalization are applied; rows past the chunk's own
+        (``chunks.files[chunk].rows``) are padding. For engines that keep chunks elsewhere
+        (a device, another process).
+        """
+        values, _ = self._loader.load(self.chunks.files[int(chunk)])
+        return values
+
+    @property
+    def labels(self) -> Floats:
+        """Every source's label rows, source after source: ``float32 [rows, L]``, read-only."""
+        view = self._labels_flat.view()
+        view.setflags(write=False)
+        return view
+
     def read_source(self, source: int) -> Floats:
         """All feature rows of source ``source`` as one ``float32 [rows, F]`` array.
 
@@ -407,7 +424,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         out = np.empty((rows, self.n_features), dtype=np.float32)
         lo, hi = int(index.first_chunk[source]), int(index.first_chunk[source + 1])
         for chunk, start in zip(range(lo, hi), index.chunk_starts[source].tolist(), strict=True):
-            values, _ = self._loader.load(index.files[chunk])
+            values = self.load_chunk(chunk)
             n = min(int(values.shape[0]), rows - start, index.files[chunk].rows)
             out[start : start + n] = values[:n]
         return out
