@@ -565,7 +565,13 @@ class _Batches(Protocol):
 
 
 class _FastIterator(Iterator[Batch]):
-    """One pass over the rest of an epoch; moves the loader's state as batches are handed out."""
+    """One pass over the rest of an epoch; moves the loader's state as batches are handed out.
+
+    :attr:`indices` are the dataset's sample indices of the batch handed out last, for
+    consumers that log or check which samples they trained on.
+    """
+
+    indices: npt.NDArray[np.int64] | None = None
 
     def __init__(
         self, loader: DataLoader, generation: int, plan: ShardPlan, prefetcher: _Batches
@@ -587,6 +593,7 @@ class _FastIterator(Iterator[Batch]):
             raise
         if self._receive is not None:
             self._receive(x, y, event)
+        self.indices = self._plan.batch(step)
         if self._current():
             loader = self._loader
             loader._state.samples_consumed = self._plan.samples_consumed(step + 1)

@@ -393,3 +393,14 @@ def test_timeout_names_the_batch(version: StoreVersion) -> None:
     with pytest.raises(TimeoutError, match=r"batch 0 .*timeout of 0.05 s"):
         next(iter(loader))
     assert_no_loader_thread()
+
+
+def test_the_iterator_names_the_samples_of_each_batch(dataset: WindowDataset) -> None:
+    loader = DataLoader(dataset, batch_size=8, shuffle=True, rank=1, world_size=2)
+    iterator = iter(loader)
+    assert iterator.indices is None  # type: ignore[attr-defined]
+    for x, y in iterator:
+        idx = iterator.indices  # type: ignore[attr-defined]
+        want_x, want_y = reference(dataset, idx)
+        assert torch.equal(x, want_x)
+        assert torch.equal(y, want_y)
