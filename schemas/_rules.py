@@ -16,7 +16,7 @@ from ._events import ACTIONS, MBP_DEPTH, EventKind, schema_for
 __all__ = ["RULES", "Check", "run_checks"]
 
 RULES: dict[str, str] = {
-    "not_null": "a required field must not be null",
+    "not_null": "a required field must not be null (nor, for text, empty)",
     "finite": "prices and sizes must not be NaN or infinite",
     "positive_price": "a price, where present, must be > 0",
     "non_negative_size": "a size, where present, must be >= 0",
@@ -118,6 +118,11 @@ def run_checks(
             yield from _check(
                 "not_null", table, field.name, bad, f"{field.name} is null", show_value=False
             )
+            if pa.types.is_string(field.type):  # an empty symbol names nothing
+                empty = pc.equal(table.column(field.name), "")
+                yield from _check(
+                    "not_null", table, field.name, empty, f"{field.name} is empty", show_value=False
+                )
     for field in schema:
         if pa.types.is_floating(field.type):
             col = table.column(field.name)

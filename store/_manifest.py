@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -223,7 +224,7 @@ def load_json(data: bytes, where: str, what: str) -> Any:
     Raises :class:`StoreCorruptError` naming ``where`` for anything else.
     """
     try:
-        return json.loads(data, parse_constant=_no_constant)
+        return json.loads(data, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:  # JSON and UTF-8 errors are ValueErrors
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise StoreCorruptError(f"{where}: {what} is not valid JSON ({reason})") from None
@@ -231,6 +232,13 @@ def load_json(data: bytes, where: str, what: str) -> Any:
 
 def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not allowed")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses as inf, which JSON cannot write back
+        raise ValueError(f"{text[:30]} is out of the range of a double")
+    return value
 
 
 def _int(value: object) -> int:

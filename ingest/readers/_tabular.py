@@ -75,13 +75,15 @@ def guard(url: str, what: str, items: Iterator[_T]) -> Iterator[_T]:
     """``items``, with pyarrow's decoding errors raised as :class:`InputError` naming ``url``.
 
     pyarrow reports a corrupt footer, Thrift header or IPC message as ``ArrowInvalid``,
-    ``OSError`` or ``UnicodeDecodeError``; for an input file each means "not a readable
-    ``what`` file", which the job reports with the file's name.
+    ``OSError``, ``UnicodeDecodeError`` or (a declared size past memory) ``MemoryError``;
+    for an input file each means "not a readable ``what`` file", which the job reports
+    with the file's name.
     """
     try:
         yield from items
     except TickTensorError:
         raise
-    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+    except (pa.ArrowException, OSError, UnicodeDecodeError, MemoryError) as exc:
+        # MemoryError: a corrupt header declared a buffer larger than memory.
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"{url}: not a readable {what} file ({reason})") from exc

@@ -1,0 +1,54 @@
+"""Inputs the long fuzz runs found, reduced to the smallest case that showed each bug."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ticktensor.errors import InputError, StoreCorruptError
+from ticktensor.ingest._job import IngestOptions, ingest
+from ticktensor.ingest.readers import ReadOptions
+from ticktensor.ingest.readers._tabular import guard
+from ticktensor.store import Manifest, Store
+
+
+def test_an_empty_symbol_is_quarantined_not_a_crash(tmp_path: Path) -> None:
+    # Found by csv-trades and dbn: an empty symbol reached the staging path builder.
+    src = tmp_path / "trades.csv"
+    src.write_text(
+        "ts_event,symbol,price,size,side\n"
+        "1704186000000000000,AAPL,10.0,5,B\n"
+        "1704186000000001000,,10.5,5,S\n"
+        "1704186000000002000,AAPL,10.25,5,B\n"
+    )
+    options = IngestOptions(workers=1, read=ReadOptions(kind="trades"))  # type: ignore[arg-type]
+    result = ingest([str(src)], str(tmp_path / "s"), options, progress=False)
+    assert (result.rows_read, result.rows_stored, result.rows_quarantined) == (3, 2, 1)
+    assert result.files[0].rules == {"not_null": 1}
+    q = Store.open(str(tmp_path / "s")).version()
+    table = q.read_table(q.tables_of("quarantine")[0])
+    [message] = table.column("message").to_pylist()
+    assert message.startswith(f"{src} row 2: symbol is empty (rule not_null")
+
+
+def test_a_manifest_number_beyond_a_double_is_refused() -> None:
+    # Found by the manifest target: 1e999 parsed as inf, which to_json cannot write.
+    store = Store.create("memory://tt-regression-inf", exist_ok=True)
+    data = store.location.read_bytes("versions/00000000.json").replace(
+        b'"stats": null',
+        b'"stats": {"names": ["x"], "mean": [1e999], "std": [1.0], "count": 1, "period": [0, 1]}',
+    )
+    with pytest.raises(StoreCorruptError, match="out of the range of a double"):
+        Manifest.from_json(data, "v0.json")
+
+
+def test_a_declared_size_past_memory_is_an_input_error() -> None:
+    # Found by the arrow target: a corrupt IPC message made pyarrow raise MemoryError.
+    def batches() -> Iterator[int]:
+        yield 1
+        raise MemoryError
+
+    with pytest.raises(InputError, match=r"x\.arrow: not a readable Arrow IPC file"):
+        list(guard("x.arrow", "Arrow IPC", batches()))
