@@ -31,3 +31,21 @@ def test_50_epochs_on_zstd_chunks_with_prefetch_keep_flat(tmp_path: Path) -> Non
     result = soak(url, 50, loader_kwargs={"prefetch": 2})
     assert result.leaks == [], result.leaks
     assert result.rss_slope_kib < 256
+
+
+def test_leak_rules_tell_a_trend_from_a_transient() -> None:
+    from ticktensor.reliability.soak import SoakResult, _find_leaks
+
+    flat = SoakResult("t", 40, rss=[100 << 20] * 40, threads=[5] * 40, fds=[9] * 40)
+    flat.threads[20] = 6  # a prefetch thread caught alive once
+    _find_leaks(flat, 32 << 20)
+    assert flat.leaks == []
+    leaking = SoakResult(
+        "t",
+        40,
+        rss=[(100 << 20) + i * (2 << 20) for i in range(40)],
+        threads=[5 + i // 10 for i in range(40)],
+        fds=[9 + i for i in range(40)],
+    )
+    _find_leaks(leaking, 32 << 20)
+    assert [leak.split()[0] for leak in leaking.leaks] == ["RSS", "threads:", "file"]
