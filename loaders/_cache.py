@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import weakref
@@ -97,7 +98,8 @@ class ChunkCache:
         self._gather = gather
         self._state = np.zeros(len(index), dtype=np.int8)
         self._nbytes = np.asarray([loader.nbytes(f) for f in index.files], dtype=np.int64)
-        self._loaded: dict[int, None] = {}  # insertion order = load order
+        self._loaded: dict[int, Floats] = {}  # insertion order = load order
+        self._spares: list[Floats] = []  # buffers of evicted chunks, decoded into again
         self._loading: dict[int, Future[tuple[Floats, LoadTimes]]] = {}
         self._used = 0  # bytes loaded or being loaded
         self._executor: ThreadPoolExecutor | None = None  # started by the first load
@@ -188,6 +190,7 @@ class ChunkCache:
                 self._finish(chunk, raise_errors=False)
             for chunk in list(self._loaded):
                 self._drop(chunk)
+            self._spares.clear()
 
     def stop_threads(self) -> None:
         """Join the loading threads; loads not started are cancelled, loaded chunks stay.
@@ -222,7 +225,8 @@ class ChunkCache:
                 self, self._executor.shutdown, wait=True, cancel_futures=True
             )
         file = self.index.files[chunk]
-        self._loading[chunk] = self._executor.submit(self._loader.load, file)
+        spare = self._spare(file.nbytes)
+        self._loading[chunk] = self._executor.submit(self._loader.load, file, spare)
         self._state[chunk] = _LOADING
         self._used += int(self._nbytes[chunk])
         self.stats.peak_bytes = max(self.stats.peak_bytes, self._used)
@@ -257,7 +261,7 @@ class ChunkCache:
             raise
         self._gather.set(chunk, values)
         self._state[chunk] = _LOADED
-        self._loaded[chunk] = None
+        self._loaded[chunk] = values
         stats = self.stats
         stats.loads += 1
         stats.bytes_read += times.bytes_read
@@ -267,10 +271,27 @@ class ChunkCache:
 
     def _drop(self, chunk: int) -> None:
         self._gather.clear(chunk)
-        del self._loaded[chunk]
+        values = self._loaded.pop(chunk)
+        # A decoded buffer nobody else holds is decoded into again: fresh memory would cost
+        # a page fault per 4 KiB. Mapped chunks and foreign arrays are let go.
+        if (
+            len(self._spares) < self.threads + 1
+            and values.base is None
+            and values.flags.writeable
+            and values.nbytes == self.index.files[chunk].nbytes
+            and sys.getrefcount(values) <= 2  # this name and the call's argument
+        ):
+            self._spares.append(values)
         self._state[chunk] = _ABSENT
         self._used -= int(self._nbytes[chunk])
         self.stats.evictions += 1
+
+    def _spare(self, nbytes: int) -> Floats | None:
+        """A recycled buffer of ``nbytes`` bytes, if one is kept."""
+        for i, spare in enumerate(self._spares):
+            if spare.nbytes == nbytes:
+                return self._spares.pop(i)
+        return None
 
     def _evict(
         self, need: int, *, protect: Int64s, upcoming: Sequence[Int64s], before: int

@@ -7,6 +7,7 @@ import json
 import mmap
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -184,9 +185,12 @@ class ChunkLoader:
     """Loads one chunk as a C-contiguous float32 ``[stored_rows, features]`` array.
 
     Raw chunks of a local store are memory-mapped (read-only, with readahead advice);
-    other chunks are read (any fsspec URL) and decoded. Then the selected feature columns
-    are kept and the normalization applied, in a private copy. Every step that can take
-    long releases the GIL, so loads run in parallel threads.
+    other chunks are read (local files into a per-thread buffer that is reused, other
+    fsspec URLs with one request each) and decoded, into a recycled buffer when the caller
+    passes one (fresh memory costs a page fault per 4 KiB, which on a VM is as slow as
+    decoding). Then the selected feature columns are kept and the normalization applied,
+    never writing into a mapped file. Every step that can take long releases the GIL, so
+    loads run in parallel threads.
 
     Parameters
     ----------
@@ -213,27 +217,39 @@ class ChunkLoader:
         self._scale = scale
         self._verify = verify
         self._arrays: dict[str, zarr.Array[Any]] = {}
+        self._buffers = threading.local()  # each loading thread's read buffer
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_arrays"] = {}  # zarr arrays are opened again where needed
+        del state["_buffers"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._buffers = threading.local()
 
     def nbytes(self, file: ChunkFile) -> int:
         """Bytes the loaded chunk holds (memory-mapped or private)."""
         kept = file.n_features if self._columns is None else int(self._columns.shape[0])
         return file.stored_rows * kept * 4
 
-    def load(self, file: ChunkFile) -> tuple[Floats, LoadTimes]:
-        """The chunk's rows, ready to gather from, and what loading them cost."""
+    def load(self, file: ChunkFile, out: Floats | None = None) -> tuple[Floats, LoadTimes]:
+        """The chunk's rows, ready to gather from, and what loading them cost.
+
+        ``out`` is a spare C-contiguous float32 buffer of ``file.nbytes`` bytes to decode
+        into (ignored for memory-mapped chunks, or when it does not fit).
+        """
         times = LoadTimes()
         started = time.perf_counter()
         where = self._location.display(file.rel)
+        mapped = False
         if file.codec == "zarr":
             values = self._through_zarr(file)
             times.decode_s = time.perf_counter() - started
         elif file.codec == "raw" and self._location.is_local and not self._verify:
             values = self._map(file, where)
+            mapped = True
             times.bytes_read = file.nbytes
             times.fetch_s = time.perf_counter() - started
         else:
@@ -248,10 +264,10 @@ class ChunkLoader:
                         [(file.rel, "hash mismatch")],
                     )
             decoded = time.perf_counter()
-            values = self._decode(file, stored, where)
+            values = self._decode(file, stored, where, out)
             times.decode_s = time.perf_counter() - decoded
         prepared = time.perf_counter()
-        values = self._prepare(values)
+        values = self._prepare(values, private=not mapped)
         times.prepare_s = time.perf_counter() - prepared
         return values, times
 
@@ -283,14 +299,36 @@ class ChunkLoader:
         # The array keeps the mapping alive; it is unmapped when the last view goes.
         return np.frombuffer(mapped, dtype=np.float32).reshape(file.stored_rows, file.n_features)
 
-    def _read(self, file: ChunkFile, where: str) -> bytes:
+    def _read(self, file: ChunkFile, where: str) -> bytes | memoryview:
+        """The chunk's stored bytes; for a local file, a view of this thread's buffer that
+        stays valid until the thread's next read."""
         try:
-            return self._location.read_bytes(file.rel)
+            if not self._location.is_local:
+                return self._location.read_bytes(file.rel)
+            with open(self._location.path(file.rel), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                buffer: bytearray | None = getattr(self._buffers, "data", None)
+                if buffer is None or len(buffer) < size:
+                    buffer = bytearray(max(size, 1))
+                    self._buffers.data = buffer
+                view = memoryview(buffer)[:size]
+                got = f.readinto(view)
+                if got != size:
+                    raise StoreCorruptError(
+                        f"{where}: read {got} of {size} bytes (the file changed while read)"
+                    )
+                return view
         except FileNotFoundError as exc:
             raise _missing(file, where) from exc
 
-    def _decode(self, file: ChunkFile, stored: bytes, where: str) -> Floats:
-        out = np.empty((file.stored_rows, file.n_features), dtype=np.float32)
+    def _decode(
+        self, file: ChunkFile, stored: bytes | memoryview, where: str, out: Floats | None
+    ) -> Floats:
+        shape = (file.stored_rows, file.n_features)
+        if out is None or out.nbytes != file.nbytes or not out.flags.c_contiguous:
+            out = np.empty(shape, dtype=np.float32)
+        elif out.shape != shape:
+            out = out.reshape(shape)
         if file.codec == "raw":
             _check_size(len(stored), file, where)
             out.reshape(-1).view(np.uint8)[:] = np.frombuffer(stored, dtype=np.uint8)
@@ -318,12 +356,14 @@ class ChunkLoader:
         out[: file.rows] = array[lo : lo + file.rows]
         return out
 
-    def _prepare(self, values: Floats) -> Floats:
+    def _prepare(self, values: Floats, *, private: bool) -> Floats:
+        """Feature subset and normalization; ``private`` says ``values`` may be written."""
         if self._columns is not None:
             values = np.take(values, self._columns, axis=1)
+            private = True
         if self._scale is not None:
-            if not values.flags.writeable or self._columns is None:
-                values = values.copy()  # never write into a mapped file or a shared array
+            if not private or not values.flags.writeable:
+                values = values.copy()  # never write into a mapped file
             values -= self._scale[0]
             values /= self._scale[1]
         return np.ascontiguousarray(values, dtype=np.float32)

@@ -46,6 +46,7 @@ class Readahead:
         self._distance = int(distance)
         self._window: deque[tuple[int, Int64s]] = deque()
         self._advised_through = -1
+        self._advised = np.zeros(len(cache.index), dtype=bool)  # hinted once per pass
 
     def chunks(self, step: int) -> Int64s:
         """The chunks of batch ``step`` (computed again unless it is in the window)."""
@@ -76,4 +77,8 @@ class Readahead:
         if target >= self._steps or target <= self._advised_through:
             return
         self._advised_through = target
-        self._cache.advise(self._chunks_of(target))
+        chunks = self._chunks_of(target)
+        fresh = chunks[~self._advised[chunks]]
+        if fresh.size:
+            self._advised[fresh] = True
+            self._cache.advise(fresh)
