@@ -36,6 +36,7 @@ class CacheStats:
     misses: int = 0  # a batch had to wait for the chunk's load
     loads: int = 0
     evictions: int = 0
+    recycled: int = 0  # loads that decoded into an evicted chunk's buffer
     bytes_read: int = 0  # stored bytes read (compressed size, or mapped size)
     fetch_s: float = 0.0  # summed over loading threads
     decode_s: float = 0.0
@@ -290,6 +291,7 @@ class ChunkCache:
         """A recycled buffer of ``nbytes`` bytes, if one is kept."""
         for i, spare in enumerate(self._spares):
             if spare.nbytes == nbytes:
+                self.stats.recycled += 1
                 return self._spares.pop(i)
         return None
 
