@@ -1,6 +1,7 @@
-// Scatter shuffle: bucket draw, counting scatter, parallel Fisher-Yates inside buckets.
+// Scatter shuffle: parallel bucket draw, counting scatter, Fisher-Yates inside buckets.
 #include "ticktensor/permutation.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -60,6 +61,7 @@ class Rng {
 
 constexpr std::int64_t kBucketTarget = 1 << 15;  // indices per bucket: 256 KiB of int64
 constexpr int kMaxBucketBits = 16;
+constexpr std::int64_t kBlock = 1 << 20;  // indices drawn per task in steps 1 and 2
 
 }  // namespace
 
@@ -71,20 +73,46 @@ void random_permutation(std::int64_t* out, std::int64_t n, std::uint64_t seed,
   while (bits < kMaxBucketBits && (n >> bits) > kBucketTarget) ++bits;
   const std::size_t buckets = std::size_t{1} << bits;
 
-  // 1. Bucket of every index (top bits of one draw), and bucket sizes.
+  // 1. Bucket of every index (top bits of one draw), counted per block of indices. Blocks
+  //    have a fixed size and their own stream, so the draw runs in parallel and the result
+  //    does not depend on the number of threads.
+  const std::int64_t n_blocks = (n + kBlock - 1) / kBlock;
   std::vector<std::uint16_t> bucket(static_cast<std::size_t>(n));
-  std::vector<std::int64_t> offset(buckets + 1, 0);
-  Rng rng(seed, stream, ~std::uint64_t{0});
-  for (std::int64_t i = 0; i < n; ++i) {
-    const auto b = bits == 0 ? 0 : static_cast<std::uint16_t>(rng.next() >> (64 - bits));
-    bucket[static_cast<std::size_t>(i)] = b;
-    ++offset[b + 1];
-  }
-  for (std::size_t b = 0; b < buckets; ++b) offset[b + 1] += offset[b];
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(n_blocks) * buckets, 0);
+  pool.parallel_for(static_cast<std::size_t>(n_blocks), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t k = begin; k < end; ++k) {
+      Rng rng(seed, stream, ~std::uint64_t{0} - k);
+      std::int64_t* count = counts.data() + k * buckets;
+      const auto lo = static_cast<std::int64_t>(k) * kBlock;
+      const std::int64_t hi = std::min(n, lo + kBlock);
+      for (std::int64_t i = lo; i < hi; ++i) {
+        const auto b = bits == 0 ? 0 : static_cast<std::uint16_t>(rng.next() >> (64 - bits));
+        bucket[static_cast<std::size_t>(i)] = b;
+        ++count[b];
+      }
+    }
+  });
 
-  // 2. Scatter the indices to their buckets (in index order).
-  std::vector<std::int64_t> cursor(offset.begin(), offset.end() - 1);
-  for (std::int64_t i = 0; i < n; ++i) out[cursor[bucket[static_cast<std::size_t>(i)]]++] = i;
+  // 2. Bucket b starts after every smaller bucket; inside it, block k's indices follow
+  //    those of blocks before k. Each block then scatters its indices (in index order).
+  std::vector<std::int64_t> offset(buckets + 1, 0);
+  std::vector<std::int64_t> cursor(static_cast<std::size_t>(n_blocks) * buckets);
+  for (std::size_t b = 0; b < buckets; ++b) {
+    std::int64_t at = offset[b];
+    for (std::int64_t k = 0; k < n_blocks; ++k) {
+      cursor[static_cast<std::size_t>(k) * buckets + b] = at;
+      at += counts[static_cast<std::size_t>(k) * buckets + b];
+    }
+    offset[b + 1] = at;
+  }
+  pool.parallel_for(static_cast<std::size_t>(n_blocks), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t k = begin; k < end; ++k) {
+      std::int64_t* next = cursor.data() + k * buckets;
+      const auto lo = static_cast<std::int64_t>(k) * kBlock;
+      const std::int64_t hi = std::min(n, lo + kBlock);
+      for (std::int64_t i = lo; i < hi; ++i) out[next[bucket[static_cast<std::size_t>(i)]]++] = i;
+    }
+  });
 
   // 3. Fisher-Yates inside every bucket, each with its own stream.
   pool.parallel_for(buckets, [&](std::size_t begin, std::size_t end) {
