@@ -378,23 +378,28 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
                 f"labels_out: expected float32 {(idx.size, self.n_labels)}, got "
                 f"{labels_out.dtype}{labels_out.shape}"
             )
-        segment = self.sample_segment[idx]
-        first = self.sample_start[idx]
         if out is None:
             out = np.empty((idx.size, self.window, self.n_features), dtype=np.float32)
+        if labels_out is None:
+            labels_out = np.empty((idx.size, self.n_labels), dtype=np.float32)
         cache = self._cache
         with cache.lock:
             if not cache.complete:
                 if chunks is None:
-                    chunks = self.chunks.chunks_of(segment, first, self.window)
+                    chunks = self.chunks_of(idx)
                 cache.require(chunks, upcoming)
-            self._gather.gather(segment, first, self.window, out)
-        rows = self._label_offset[segment] + first + (self.window - 1)
-        if labels_out is None:
-            labels = self._labels_flat[rows]
-        else:
-            labels = np.take(self._labels_flat, rows, axis=0, out=labels_out)
-        return out, labels
+            # One native call: index lookups, windows and labels, GIL released.
+            self._gather.gather_samples(
+                idx,
+                self.sample_segment,
+                self.sample_start,
+                self.window,
+                self._labels_flat,
+                self._label_offset,
+                out,
+                labels_out,
+            )
+        return out, labels_out
 
     def load_chunk(self, chunk: int) -> Floats:
         """Chunk ``chunk`` of :attr:`chunks` as ``float32 [stored_rows, F]``, outside the cache.

@@ -110,6 +110,23 @@ class ChunkGather:
     def clear(self, chunk: int) -> None:
         """Drop chunk ``chunk``; returns once no running gather reads it."""
 
+    def gather_samples(
+        self,
+        indices: numpy.typing.NDArray[numpy.int64],
+        sample_source: numpy.typing.NDArray[numpy.int32],
+        sample_start: numpy.typing.NDArray[numpy.int64],
+        window: int,
+        out: numpy.typing.NDArray[numpy.float32],
+        labels: numpy.typing.NDArray[numpy.float32],
+        label_offset: numpy.typing.NDArray[numpy.int64],
+        labels_out: numpy.typing.NDArray[numpy.float32],
+    ) -> None:
+        """
+        Gather samples ``indices`` of a dataset's index and their labels in one call.
+
+        Checks every sample first; releases the GIL.
+        """
+
     def gather(
         self,
         source_ids: numpy.typing.NDArray[numpy.int64],

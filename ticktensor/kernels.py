@@ -319,6 +319,56 @@ class ChunkGather:
         self._impl.gather(ids, first_rows, int(window), out)
         return out
 
+    def gather_samples(
+        self,
+        indices: npt.ArrayLike,
+        sample_source: npt.NDArray[np.int32],
+        sample_start: npt.NDArray[np.int64],
+        window: int,
+        labels: npt.NDArray[np.float32],
+        label_offset: npt.NDArray[np.int64],
+        out: npt.NDArray[np.float32] | None = None,
+        labels_out: npt.NDArray[np.float32] | None = None,
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """Windows and labels of samples ``indices`` of a per-sample index, in one call.
+
+        Sample ``i`` is the window at row ``sample_start[i]`` of source ``sample_source[i]``;
+        its labels are row ``label_offset[source] + start + window - 1`` of ``labels``. The
+        same as looking those up in numpy and calling :meth:`gather`, without the per-batch
+        temporary arrays (the loader's hot path).
+
+        Raises
+        ------
+        IndexError
+            If a sample index, window or label row is out of range.
+        RuntimeError
+            If a window reads a chunk that is not loaded.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rows = np.arange(10, dtype=np.float32).reshape(10, 1)
+        >>> gather = ChunkGather([[0]], [10], n_features=1, pool=ThreadPool(1))
+        >>> gather.set(0, rows)
+        >>> source = np.zeros(3, np.int32)
+        >>> start = np.array([0, 4, 7])
+        >>> x, y = gather.gather_samples([2, 0], source, start, 3, rows * 10, np.array([0]))
+        >>> x[:, :, 0], y[:, 0]
+        (array([[7., 8., 9.],
+               [0., 1., 2.]], dtype=float32), array([90., 20.], dtype=float32))
+        """
+        idx = _as_index_array(indices, "indices")
+        if isinstance(window, bool) or not isinstance(window, int | np.integer) or window < 1:
+            raise ValueError(f"window: expected an int >= 1, got {window!r}")
+        if out is None:
+            out = np.empty((idx.shape[0], int(window), self.n_features), dtype=np.float32)
+        if labels_out is None:
+            labels_out = np.empty((idx.shape[0], labels.shape[1]), dtype=np.float32)
+        self._impl.gather_samples(
+            idx, sample_source, sample_start, int(window), out, labels, label_offset, labels_out
+        )
+        return out, labels_out
+
     def __repr__(self) -> str:
         return (
             f"ChunkGather(n_sources={self.n_sources}, n_chunks={self.n_chunks}, "

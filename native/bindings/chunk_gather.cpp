@@ -24,6 +24,9 @@ namespace {
 
 using ChunkArray = nb::ndarray<nb::ro, nb::device::cpu>;
 using IndexArray = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using SourceIds = nb::ndarray<const std::int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using LabelArray = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using LabelsOut = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
 std::vector<std::int64_t> to_vector(const IndexArray& a) {
   return {a.data(), a.data() + a.shape(0)};
@@ -77,6 +80,44 @@ class PyChunkGather {
       core_.clear(chunk);
     }
     std::swap(owners_[chunk], dropped);
+  }
+
+  void gather_samples(const IndexArray& indices, const SourceIds& sample_source,
+                      const IndexArray& sample_start, std::int64_t window, nb::handle out_obj,
+                      const LabelArray& labels, const IndexArray& label_offset,
+                      const LabelsOut& labels_out) const {
+    const std::size_t batch = indices.shape(0);
+    if (sample_source.shape(0) != sample_start.shape(0)) {
+      throw tt::ArgumentError("sample_source and sample_start: expected the same length, got " +
+                              std::to_string(sample_source.shape(0)) + " and " +
+                              std::to_string(sample_start.shape(0)));
+    }
+    if (label_offset.shape(0) != core_.n_sources()) {
+      throw tt::ArgumentError("label_offset: expected one entry per source (" +
+                              std::to_string(core_.n_sources()) + "), got " +
+                              std::to_string(label_offset.shape(0)));
+    }
+    if (labels_out.shape(0) != batch || labels_out.shape(1) != labels.shape(1)) {
+      throw tt::ArgumentError("labels_out: expected shape (" + std::to_string(batch) + ", " +
+                              std::to_string(labels.shape(1)) + "), got " +
+                              shape_text(labels_out));
+    }
+    if (window < 1) {
+      throw tt::ArgumentError("window: expected >= 1, got " + std::to_string(window));
+    }
+    OutArray out = to_out(out_obj, batch, window, core_.n_features());
+    const tt::ChunkGather::SampleIndex index{
+        sample_source.data(),
+        sample_start.data(),
+        sample_start.shape(0),
+        labels.data(),
+        static_cast<std::int64_t>(labels.shape(0)),
+        static_cast<std::int64_t>(labels.shape(1)),
+        label_offset.data(),
+    };
+    nb::gil_scoped_release release;
+    core_.gather_samples(indices.data(), batch, index, window, static_cast<float*>(out.data()),
+                         out.size(), labels_out.data(), labels_out.size(), *pool_);
   }
 
   void gather(const IndexArray& source_ids, const IndexArray& starts, std::int64_t window,
@@ -157,6 +198,18 @@ void bind_chunk_gather(nb::module_& m) {
            "Load chunk ``chunk`` from ``data`` (kept referenced until cleared or replaced).")
       .def("clear", &PyChunkGather::clear, "chunk"_a,
            "Drop chunk ``chunk``; returns once no running gather reads it.")
+      .def("gather_samples", &PyChunkGather::gather_samples, "indices"_a, "sample_source"_a,
+           "sample_start"_a, "window"_a, "out"_a.noconvert(), "labels"_a, "label_offset"_a,
+           "labels_out"_a.noconvert(),
+           nb::sig("def gather_samples(self, indices: numpy.typing.NDArray[numpy.int64], "
+                   "sample_source: numpy.typing.NDArray[numpy.int32], "
+                   "sample_start: numpy.typing.NDArray[numpy.int64], window: int, "
+                   "out: numpy.typing.NDArray[numpy.float32], "
+                   "labels: numpy.typing.NDArray[numpy.float32], "
+                   "label_offset: numpy.typing.NDArray[numpy.int64], "
+                   "labels_out: numpy.typing.NDArray[numpy.float32]) -> None"),
+           "Gather samples ``indices`` of a dataset's index and their labels in one call.\n\n"
+           "Checks every sample first; releases the GIL.")
       .def("gather", &PyChunkGather::gather, "source_ids"_a, "starts"_a, "window"_a,
            "out"_a.noconvert(),
            nb::sig("def gather(self, source_ids: numpy.typing.NDArray[numpy.int64], "

@@ -142,6 +142,46 @@ std::vector<ChunkGather::Start> ChunkGather::plan(const std::int64_t* source_ids
   return plan;
 }
 
+void ChunkGather::gather_samples(const std::int64_t* indices, std::size_t batch,
+                                 const SampleIndex& index, std::int64_t window, float* out,
+                                 std::size_t out_elements, float* labels_out,
+                                 std::size_t labels_out_elements, ThreadPool& pool) const {
+  const auto n_labels = static_cast<std::size_t>(index.n_labels);
+  if (labels_out_elements != batch * n_labels) {
+    throw ArgumentError("labels_out: expected " + std::to_string(batch * n_labels) +
+                        " elements, got " + std::to_string(labels_out_elements));
+  }
+  std::vector<std::int64_t> sources(batch);
+  std::vector<std::int64_t> starts(batch);
+  std::vector<std::int64_t> label_rows(batch);
+  for (std::size_t b = 0; b < batch; ++b) {
+    const std::int64_t i = indices[b];
+    if (i < 0 || static_cast<std::uint64_t>(i) >= index.n_samples) {
+      throw WindowIndexError(b, -1, i, window,
+                             "batch position " + std::to_string(b) + ": sample " +
+                                 std::to_string(i) + " out of range for " +
+                                 std::to_string(index.n_samples) + " samples");
+    }
+    const auto sample = static_cast<std::size_t>(i);
+    const std::int32_t source = index.source[sample];
+    sources[b] = source;
+    starts[b] = index.start[sample];
+    const bool known = source >= 0 && static_cast<std::size_t>(source) < n_sources();
+    label_rows[b] = known ? index.label_offset[source] + starts[b] + window - 1 : -1;
+    if (known && (label_rows[b] < 0 || label_rows[b] >= index.label_rows)) {
+      throw WindowIndexError(b, source, starts[b], window,
+                             "batch position " + std::to_string(b) + ": label row " +
+                                 std::to_string(label_rows[b]) + " out of range for " +
+                                 std::to_string(index.label_rows) + " label rows");
+    }
+  }
+  gather(sources.data(), starts.data(), batch, window, out, out_elements, pool);
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::memcpy(labels_out + b * n_labels, index.labels + label_rows[b] * index.n_labels,
+                n_labels * sizeof(float));
+  }
+}
+
 void ChunkGather::gather(const std::int64_t* source_ids, const std::int64_t* starts,
                          std::size_t batch, std::int64_t window, float* out,
                          std::size_t out_elements, ThreadPool& pool) const {

@@ -173,3 +173,28 @@ def test_set_and_clear_while_other_threads_gather() -> None:
     finally:
         stop.set()
         churner.join()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), batch=st.integers(0, 30), n_labels=st.integers(0, 3))
+def test_gather_samples_equals_lookups_then_gather(seed: int, batch: int, n_labels: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = [int(n) for n in rng.integers(5, 50, size=3)]
+    sources = [rng.standard_normal((n, 2)).astype(np.float32) for n in rows]
+    chunk_starts, chunks = split(rng, sources, max_cuts=4)
+    gather = loaded_gather(chunk_starts, sources, chunks, threads=2)
+    window = int(rng.integers(1, min(rows) + 1))
+    sample_source = np.repeat(np.arange(3, dtype=np.int32), [n - window + 1 for n in rows])
+    sample_start = np.concatenate([np.arange(n - window + 1) for n in rows]).astype(np.int64)
+    labels = rng.standard_normal((sum(rows), n_labels)).astype(np.float32)
+    label_offset = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
+    idx = rng.integers(0, sample_start.size, batch)
+    x, y = gather.gather_samples(idx, sample_source, sample_start, window, labels, label_offset)
+    ids, starts = sample_source[idx].tolist(), sample_start[idx].tolist()
+    np.testing.assert_array_equal(x, reference(sources, ids, starts, window))
+    rows_of = label_offset[sample_source[idx]] + sample_start[idx] + window - 1
+    np.testing.assert_array_equal(y, labels[rows_of])
+    with pytest.raises(IndexError, match=f"sample {sample_start.size} out of range"):
+        gather.gather_samples(
+            [sample_start.size], sample_source, sample_start, window, labels, label_offset
+        )

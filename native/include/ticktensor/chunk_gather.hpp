@@ -51,6 +51,27 @@ class ChunkGather {
   bool loaded(std::size_t chunk) const;
   std::size_t loaded_count() const;
 
+  // A dataset's per-sample index, borrowed: sample i is the window at row start[i] of source
+  // source[i], and its labels are row label_offset[source[i]] + start[i] + window - 1 of
+  // labels ([label_rows, n_labels]).
+  struct SampleIndex {
+    const std::int32_t* source;
+    const std::int64_t* start;
+    std::size_t n_samples;
+    const float* labels;
+    std::int64_t label_rows;
+    std::int64_t n_labels;
+    const std::int64_t* label_offset;  // One entry per source.
+  };
+
+  // gather() of the samples `indices` of `index`, and their labels into labels_out
+  // ([batch, n_labels]), in one call: no per-batch index arrays on the caller's side.
+  // Throws IndexError naming the batch position of a sample index out of range.
+  void gather_samples(const std::int64_t* indices, std::size_t batch, const SampleIndex& index,
+                      std::int64_t window, float* out, std::size_t out_elements,
+                      float* labels_out, std::size_t labels_out_elements,
+                      ThreadPool& pool) const;
+
   // Throws ArgumentError when window < 1 or out_elements != batch * window * n_features.
   void gather(const std::int64_t* source_ids, const std::int64_t* starts, std::size_t batch,
               std::int64_t window, float* out, std::size_t out_elements, ThreadPool& pool) const;
