@@ -369,7 +369,7 @@ class ChunkLoader:
         return np.ascontiguousarray(values, dtype=np.float32)
 
 
-def _decoded_size(codec: str, stored: bytes) -> int:
+def _decoded_size(codec: str, stored: bytes | memoryview) -> int:
     """The size a compressed chunk says it decodes to, read from its header (no decoding)."""
     if codec == "blosc":
         if len(stored) < 16:
@@ -381,7 +381,7 @@ def _decoded_size(codec: str, stored: bytes) -> int:
     return size
 
 
-def _zstd_content_size(frame: bytes) -> int | None:
+def _zstd_content_size(frame: bytes | memoryview) -> int | None:
     """Content size from a zstd frame header (RFC 8878, section 3.1.1.1)."""
     if len(frame) < 6 or frame[:4] != b"\x28\xb5\x2f\xfd":
         raise ValueError("not a zstd frame (bad magic number)")
