@@ -6,6 +6,7 @@ and decoded once: the rows' GB/s compares directly with a decode rate or a read 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,6 +105,7 @@ def cold_rows(
     sb = w.sample_bytes
     reps, resident = [], []
     for p in range(o.passes):
+        gc.collect()  # datasets of earlier passes may still map the files
         evict(files)
         resident.append(resident_fraction(files))
         reps.append(fresh_pass(version, w.window, w.batch, o.threads, w.seed + p))
