@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import sys
 import threading
 import time
@@ -277,8 +278,8 @@ class ChunkCache:
         # a page fault per 4 KiB. Mapped chunks and foreign arrays are let go.
         if (
             len(self._spares) < self.threads + 1
-            and values.base is None
-            and values.flags.writeable
+            and (values.base is None or isinstance(values.base, mmap.mmap))
+            and values.flags.writeable  # a mapped chunk file is read-only
             and values.nbytes == self.index.files[chunk].nbytes
             and sys.getrefcount(values) <= 2  # this name and the call's argument
         ):

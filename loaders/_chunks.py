@@ -21,12 +21,15 @@ import zarr
 from ticktensor.errors import StoreCorruptError
 from ticktensor.store import SegmentRecord, StoreVersion
 
-__all__ = ["ChunkFile", "ChunkIndex", "ChunkLoader", "LoadTimes"]
+__all__ = ["ChunkFile", "ChunkIndex", "ChunkLoader", "LoadTimes", "fresh_buffer"]
 
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
+# Linux: map fresh buffers with their pages in place. Faulting them in one by one costs more
+# than decoding into them on a VM (measured: 0.3-0.5 GB/s by faults, 2.4-2.6 GB/s at once).
+_POPULATE: Final = getattr(mmap, "MAP_POPULATE", 0)
 
 
 @dataclass(frozen=True)
@@ -326,7 +329,7 @@ class ChunkLoader:
     ) -> Floats:
         shape = (file.stored_rows, file.n_features)
         if out is None or out.nbytes != file.nbytes or not out.flags.c_contiguous:
-            out = np.empty(shape, dtype=np.float32)
+            out = fresh_buffer(shape)
         elif out.shape != shape:
             out = out.reshape(shape)
         if file.codec == "raw":
@@ -359,7 +362,8 @@ class ChunkLoader:
     def _prepare(self, values: Floats, *, private: bool) -> Floats:
         """Feature subset and normalization; ``private`` says ``values`` may be written."""
         if self._columns is not None:
-            values = np.take(values, self._columns, axis=1)
+            kept = fresh_buffer((values.shape[0], int(self._columns.shape[0])))
+            values = np.take(values, self._columns, axis=1, out=kept)
             private = True
         if self._scale is not None:
             if not private or not values.flags.writeable:
@@ -367,6 +371,21 @@ class ChunkLoader:
             values -= self._scale[0]
             values /= self._scale[1]
         return np.ascontiguousarray(values, dtype=np.float32)
+
+
+def fresh_buffer(shape: tuple[int, int]) -> Floats:
+    """A private, writable, C-contiguous float32 array whose pages are already mapped.
+
+    Anonymous memory mapped with ``MAP_POPULATE`` where the platform has it (the pages are
+    freed when the last view goes), else ``numpy.empty``.
+    """
+    nbytes = shape[0] * shape[1] * 4
+    if not _POPULATE or nbytes < 2**20:
+        return np.empty(shape, dtype=np.float32)
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE
+    region = mmap.mmap(-1, nbytes, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    array: Floats = np.ndarray(shape, dtype=np.float32, buffer=region)  # base: the region
+    return array
 
 
 def _decoded_size(codec: str, stored: bytes | memoryview) -> int:
