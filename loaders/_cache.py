@@ -278,7 +278,7 @@ class ChunkCache:
         # a page fault per 4 KiB. Mapped chunks and foreign arrays are let go.
         if (
             len(self._spares) < self.threads + 1
-            and (values.base is None or isinstance(values.base, mmap.mmap))
+            and _private(values)
             and values.flags.writeable  # a mapped chunk file is read-only
             and values.nbytes == self.index.files[chunk].nbytes
             and sys.getrefcount(values) <= 2  # this name and the call's argument
@@ -322,3 +322,9 @@ class ChunkCache:
         do not exist); the cache must not be used afterwards."""
         if self._finalizer is not None:
             self._finalizer.detach()
+
+
+def _private(values: Floats) -> bool:
+    """Whether ``values`` owns its memory: numpy's own, or an anonymous mapping of ours."""
+    base: object = values.base
+    return base is None or isinstance(base, mmap.mmap)
