@@ -164,15 +164,8 @@ class WindowGather:
         >>> gather.gather(np.array([1, 0]), np.array([4, 0]), window=2).sum(axis=(1, 2))
         array([6., 0.], dtype=float32)
         """
-        ids = _as_index_array(array_ids, "array_ids")
-        first_rows = _as_index_array(starts, "starts")
-        if isinstance(window, bool) or not isinstance(window, int | np.integer):
-            raise TypeError(f"window: expected an int, got {type(window).__name__}")
-        if window < 1:
-            raise ValueError(f"window: expected >= 1, got {window}")
-        if out is None:
-            out = np.empty((ids.shape[0], int(window), self.n_features), dtype=np.float32)
-        self._impl.gather(ids, first_rows, int(window), out)
+        ids, first, rows, out = _window_batch(array_ids, "array_ids", starts, window, out, self)
+        self._impl.gather(ids, first, rows, out)
         return out
 
     def __repr__(self) -> str:
@@ -308,15 +301,8 @@ class ChunkGather:
             If ``window < 1``, the index arrays differ in length or ``out`` has the wrong
             shape, dtype or layout.
         """
-        ids = _as_index_array(source_ids, "source_ids")
-        first_rows = _as_index_array(starts, "starts")
-        if isinstance(window, bool) or not isinstance(window, int | np.integer):
-            raise TypeError(f"window: expected an int, got {type(window).__name__}")
-        if window < 1:
-            raise ValueError(f"window: expected >= 1, got {window}")
-        if out is None:
-            out = np.empty((ids.shape[0], int(window), self.n_features), dtype=np.float32)
-        self._impl.gather(ids, first_rows, int(window), out)
+        ids, first, rows, out = _window_batch(source_ids, "source_ids", starts, window, out, self)
+        self._impl.gather(ids, first, rows, out)
         return out
 
     def gather_samples(
@@ -398,6 +384,26 @@ def gather_windows(
     array([6., 7., 8., 9.], dtype=float32)
     """
     return WindowGather(sources, pool).gather(array_ids, starts, window, out)
+
+
+def _window_batch(
+    ids: npt.ArrayLike,
+    ids_name: str,
+    starts: npt.ArrayLike,
+    window: int,
+    out: npt.NDArray[np.float32] | None,
+    gather: WindowGather | ChunkGather,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int, npt.NDArray[np.float32]]:
+    """A gather's arguments checked and converted; ``out`` allocated when ``None``."""
+    if isinstance(window, bool) or not isinstance(window, int | np.integer):
+        raise TypeError(f"window: expected an int, got {type(window).__name__}")
+    if window < 1:
+        raise ValueError(f"window: expected >= 1, got {window}")
+    index = _as_index_array(ids, ids_name)
+    first_rows = _as_index_array(starts, "starts")
+    if out is None:
+        out = np.empty((index.shape[0], int(window), gather.n_features), dtype=np.float32)
+    return index, first_rows, int(window), out
 
 
 def _as_index_array(values: npt.ArrayLike, name: str) -> npt.NDArray[np.int64]:
