@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import threading
@@ -66,7 +67,23 @@ def test_plan_loads_ahead_within_the_budget(zstd_version: StoreVersion) -> None:
 
 
 def thread_names() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("ticktensor-")]
+    """ticktensor threads other than those of datasets other tests left to the collector."""
+    gc.collect()
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith("ticktensor-") and t not in _EARLIER
+    ]
+
+
+_EARLIER: set[threading.Thread] = set()
+
+
+@pytest.fixture(autouse=True)
+def _earlier_threads() -> None:
+    gc.collect()
+    _EARLIER.clear()
+    _EARLIER.update(threading.enumerate())
 
 
 def open_fds() -> int:

@@ -13,31 +13,15 @@ import zarr
 from ticktensor import DataLoader
 from ticktensor.errors import StoreCorruptError
 from ticktensor.loaders import BlockShuffleOrder, WindowDataset
-from ticktensor.store import Codec, Layout, Store, StoreVersion
+from ticktensor.store import Codec, StoreVersion
 
-from .test_dataset import FEATURES, LABELS, SYMBOLS, segment_arrays
+from .test_dataset import FEATURES, build_store
 
 WINDOW = 6
 
 
 def codec_store(url: str, codec: Codec, chunk_rows: int = 16) -> StoreVersion:
-    store = Store.create(url, layout=Layout(codec=codec, chunk_rows=chunk_rows))
-    records = []
-    for si, symbol in enumerate(SYMBOLS):
-        for day in range(2):
-            ts, values, labels = segment_arrays(si, day)
-            records.append(
-                store.write_segment(
-                    symbol=symbol,
-                    session=f"2024-01-{2 + day:02d}",
-                    ts=ts,
-                    values=values,
-                    feature_names=FEATURES,
-                    labels=labels,
-                    label_names=LABELS,
-                )
-            )
-    return store.commit(segments=records, message=f"codec {codec.value}")
+    return build_store(url, chunk_rows=chunk_rows, stats=False, codec=codec.value)
 
 
 def zarr_windows(ds: WindowDataset, indices: np.ndarray) -> np.ndarray:

@@ -43,9 +43,11 @@ def segment_arrays(
     return ts, values, labels
 
 
-def build_store(path: Path, *, chunk_rows: int = 16, stats: bool = True) -> StoreVersion:
+def build_store(
+    path: Path | str, *, chunk_rows: int = 16, stats: bool = True, codec: str = "none"
+) -> StoreVersion:
     """Three symbols (one with a slash) x two sessions, small and exact."""
-    store = Store.create(str(path), layout=Layout(chunk_rows=chunk_rows))
+    store = Store.create(str(path), layout=Layout(codec=codec, chunk_rows=chunk_rows))
     records = []
     for si, symbol in enumerate(SYMBOLS):
         for day in range(2):
