@@ -571,7 +571,7 @@ class _FastIterator(Iterator[Batch]):
     consumers that log or check which samples they trained on.
     """
 
-    indices: npt.NDArray[np.int64] | None = None
+    _step: int | None = None
 
     def __init__(
         self, loader: DataLoader, generation: int, plan: ShardPlan, prefetcher: _Batches
@@ -593,13 +593,18 @@ class _FastIterator(Iterator[Batch]):
             raise
         if self._receive is not None:
             self._receive(x, y, event)
-        self.indices = self._plan.batch(step)
+        self._step = step
         if self._current():
             loader = self._loader
             loader._state.samples_consumed = self._plan.samples_consumed(step + 1)
             if step == self._plan.num_steps // 2:
                 loader._orders.prefetch(loader._state.epoch + 1)
         return x, y
+
+    @property
+    def indices(self) -> npt.NDArray[np.int64] | None:
+        """The dataset's sample indices of the batch handed out last (``None`` before)."""
+        return None if self._step is None else self._plan.batch(self._step)
 
     def _current(self) -> bool:
         return self._generation == self._loader._generation
