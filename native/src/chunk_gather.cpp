@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "batch_shape.hpp"
 #include "ticktensor/errors.hpp"
 
 namespace tt {
@@ -185,21 +186,8 @@ void ChunkGather::gather_samples(const std::int64_t* indices, std::size_t batch,
 void ChunkGather::gather(const std::int64_t* source_ids, const std::int64_t* starts,
                          std::size_t batch, std::int64_t window, float* out,
                          std::size_t out_elements, ThreadPool& pool) const {
-  if (window < 1) {
-    throw ArgumentError("window: expected >= 1, got " + std::to_string(window));
-  }
-  std::size_t window_elements = 0;
-  std::size_t expected = 0;
-  if (__builtin_mul_overflow(static_cast<std::uint64_t>(window),
-                             static_cast<std::uint64_t>(n_features_), &window_elements) ||
-      __builtin_mul_overflow(batch, window_elements, &expected)) {
-    throw ArgumentError("window: " + std::to_string(window) + " rows of " +
-                        std::to_string(n_features_) + " features overflow the address space");
-  }
-  if (out_elements != expected) {
-    throw ArgumentError("out: expected " + std::to_string(expected) + " elements, got " +
-                        std::to_string(out_elements));
-  }
+  const std::size_t window_elements =
+      checked_window_elements(batch, window, n_features_, out_elements);
   std::shared_lock<std::shared_mutex> lock(mutex_);
   const std::vector<Start> starts_plan = plan(source_ids, starts, batch, window);
   if (batch == 0 || window_elements == 0) return;

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "batch_shape.hpp"
 #include "ticktensor/errors.hpp"
 
 namespace tt {
@@ -101,21 +102,8 @@ void WindowGather::check_no_overlap(const float* out, std::size_t out_elements) 
 void WindowGather::gather(const std::int64_t* array_ids, const std::int64_t* starts,
                           std::size_t batch, std::int64_t window, float* out,
                           std::size_t out_elements, ThreadPool& pool) const {
-  if (window < 1) {
-    throw ArgumentError("window: expected >= 1, got " + std::to_string(window));
-  }
-  std::size_t window_elements = 0;
-  std::size_t expected_elements = 0;
-  if (__builtin_mul_overflow(static_cast<std::uint64_t>(window),
-                             static_cast<std::uint64_t>(n_features_), &window_elements) ||
-      __builtin_mul_overflow(batch, window_elements, &expected_elements)) {
-    throw ArgumentError("window: " + std::to_string(window) + " rows of " +
-                        std::to_string(n_features_) + " features overflow the address space");
-  }
-  if (out_elements != expected_elements) {
-    throw ArgumentError("out: expected " + std::to_string(expected_elements) + " elements, got " +
-                        std::to_string(out_elements));
-  }
+  const std::size_t window_elements =
+      checked_window_elements(batch, window, n_features_, out_elements);
   if (batch == 0 || window_elements == 0) {
     // Still check the samples: an empty feature axis does not make a bad index valid.
     plan(array_ids, starts, batch, window);
