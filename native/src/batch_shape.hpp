@@ -1,4 +1,4 @@
-// The size checks every window gather makes before touching memory (private to the core).
+// What every window gather shares: its size checks and how it splits the copy (core-private).
 #pragma once
 
 #include <cstddef>
@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ticktensor/errors.hpp"
+#include "ticktensor/thread_pool.hpp"
 
 namespace tt {
 
@@ -31,6 +32,20 @@ inline std::size_t checked_window_elements(std::size_t batch, std::int64_t windo
                         std::to_string(out_elements));
   }
   return window_elements;
+}
+
+// Runs copy(begin, end) over the windows [0, batch): on the calling thread when the batch is
+// under inline_bytes (not worth waking workers for) or the pool has one thread, else across
+// the pool in ranges of at least ~64 KiB, which keeps the claiming overhead negligible.
+template <typename Copy>
+void copy_windows(std::size_t batch, std::size_t window_bytes, std::size_t inline_bytes,
+                  ThreadPool& pool, const Copy& copy) {
+  if (batch * window_bytes < inline_bytes || pool.size() == 1) {
+    copy(std::size_t{0}, batch);
+    return;
+  }
+  const std::size_t grain = (64 * 1024 + window_bytes - 1) / window_bytes;
+  pool.parallel_for(batch, copy, grain);
 }
 
 }  // namespace tt

@@ -212,12 +212,7 @@ void ChunkGather::gather(const std::int64_t* source_ids, const std::int64_t* sta
     }
   };
   const std::size_t window_bytes = window_elements * sizeof(float);
-  if (batch * window_bytes < kInlineBytes || pool.size() == 1) {
-    copy_range(0, batch);
-    return;
-  }
-  const std::size_t grain = (64 * 1024 + window_bytes - 1) / window_bytes;
-  pool.parallel_for(batch, copy_range, grain);
+  copy_windows(batch, window_bytes, kInlineBytes, pool, copy_range);
 }
 
 }  // namespace tt

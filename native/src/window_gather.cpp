@@ -118,13 +118,7 @@ void WindowGather::gather(const std::int64_t* array_ids, const std::int64_t* sta
       std::memcpy(out + b * window_elements, windows[b], window_bytes);
     }
   };
-  if (batch * window_bytes < kInlineBytes || pool.size() == 1) {
-    copy_range(0, batch);
-    return;
-  }
-  // Ranges of at least ~64 KiB keep the claiming overhead negligible.
-  const std::size_t grain = (64 * 1024 + window_bytes - 1) / window_bytes;
-  pool.parallel_for(batch, copy_range, grain);
+  copy_windows(batch, window_bytes, kInlineBytes, pool, copy_range);
 }
 
 }  // namespace tt
