@@ -47,6 +47,7 @@ class Readahead:
         self._window: deque[tuple[int, Int64s]] = deque()
         self._advised_through = -1
         self._advised = np.zeros(len(cache.index), dtype=bool)  # hinted once per pass
+        self._hinted: dict[int, Int64s] = {}  # batches hinted, kept until they are planned
 
     def chunks(self, step: int) -> Int64s:
         """The chunks of batch ``step`` (computed again unless it is in the window)."""
@@ -65,7 +66,8 @@ class Readahead:
             window.clear()  # a jump (not expected within one pass): start over
         nxt = window[-1][0] + 1 if window else step
         for s in range(nxt, min(self._steps, step + self._distance + 1)):
-            window.append((s, self._chunks_of(s)))
+            hinted = self._hinted.pop(s, None)
+            window.append((s, self._chunks_of(s) if hinted is None else hinted))
         chunks = [c for _, c in window]
         self._cache.plan(chunks)
         self._advise(step)
@@ -78,6 +80,7 @@ class Readahead:
             return
         self._advised_through = target
         chunks = self._chunks_of(target)
+        self._hinted[target] = chunks  # computed once: planned `distance` batches later
         fresh = chunks[~self._advised[chunks]]
         if fresh.size:
             self._advised[fresh] = True
