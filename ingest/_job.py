@@ -44,6 +44,12 @@ class IngestOptions:
         The feature spec; ``None`` reuses the store's, else a default for the data.
     layout
         Codec and chunking of new segments; ``None`` keeps the store's default.
+    workers
+        Tasks run at once: files in phase one, (symbol, session) pairs in phase two.
+    engine
+        ``local``: threads of this process (the heavy work releases the GIL);
+        ``processes``: spawned worker processes, for readers whose decoding holds the
+        GIL; ``ray``: Ray tasks (see :func:`~ticktensor.ingest._engines.make_engine`).
     ts_range
         The declared ``[start, end)`` of the data in ns UTC: rows outside are quarantined.
     """
@@ -53,7 +59,7 @@ class IngestOptions:
     spec: FeatureSpec | None = None
     layout: Layout | None = None
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
-    engine: Literal["local", "ray"] = "local"
+    engine: Literal["local", "processes", "ray"] = "local"
     strict: bool = False
     ts_range: tuple[int, int] | None = None
     replace: bool = False
@@ -171,6 +177,10 @@ MIN_BYTES_PER_WORKER = 32 << 20
 
 
 def _workers(options: IngestOptions, planned: list[tuple[Input, str]], store: Store) -> int:
+    if options.engine == "local":
+        # Threads share this process (memory:// included) and start in microseconds: each
+        # phase keeps as many busy as it has tasks (files, then (symbol, session) pairs).
+        return options.workers
     if store.url.startswith("memory://") or any(s.url.startswith("memory://") for s, _ in planned):
         return 1  # memory:// is private to this process
     if options.engine == "ray":

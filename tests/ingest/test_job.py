@@ -309,13 +309,14 @@ def test_ray_engine_on_a_local_cluster(tmp_path: Path) -> None:
     ]
 
 
-def test_process_pool_matches_inline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("engine", ["local", "processes"])
+def test_pools_match_inline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
     import ticktensor.ingest._job as job
 
     monkeypatch.setattr(job, "MIN_BYTES_PER_WORKER", 1)  # force the pool for small inputs
     files = [str(f) for f in market_files(tmp_path, MARKET.days[0])]
     inline = ingest(files, str(tmp_path / "a"), opts(), progress=False)
-    pooled = ingest(files, str(tmp_path / "b"), opts(workers=2), progress=False)
+    pooled = ingest(files, str(tmp_path / "b"), opts(workers=2, engine=engine), progress=False)
     assert [s.content_hash for s in pooled.version.segments] == [
         s.content_hash for s in inline.version.segments
     ]
