@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from ticktensor.ingest import _quarantine
+from ticktensor.ingest._readahead import read_ahead
 from ticktensor.ingest._sources import Input
 from ticktensor.ingest._staging import Staging
 from ticktensor.ingest.readers import get_reader
@@ -68,7 +69,10 @@ def convert_file(task: ConvertTask) -> FileResult:
     url = task.source.url
     result = FileResult(file=url, format=task.reader, schema=None, bytes=task.source.size)
     quarantined: list[pa.Table] = []
-    for i, batch in enumerate(reader.read(task.source, task.options)):
+    # The reader decodes batch i + 1 on its own thread while this one validates and
+    # partitions batch i: both sides run mostly with the GIL released.
+    batches = read_ahead(reader.read(task.source, task.options), "ticktensor-decode")
+    for i, batch in enumerate(batches):
         result.schema = batch.kind.value
         # Duplicates are found in phase two, over the whole (symbol, session), across files.
         checked = validate(batch.table, batch.kind, ts_range=task.ts_range, check_duplicates=False)
@@ -83,9 +87,11 @@ def convert_file(task: ConvertTask) -> FileResult:
         if task.strict:
             _quarantine.raise_first(q)
         mask = checked.valid_mask()
-        kept = conform(batch.table.filter(pa.array(mask)), batch.kind).append_column(
-            "_row", pa.array(batch.rows[mask], pa.int64())
-        )
+        if mask.all():  # the usual case: spare a copy of every column
+            kept, rows = batch.table, batch.rows
+        else:
+            kept, rows = batch.table.filter(pa.array(mask)), batch.rows[mask]
+        kept = conform(kept, batch.kind).append_column("_row", pa.array(rows, pa.int64()))
         result.rows_read += batch.table.num_rows + batch.rejects.num_rows
         result.rows_kept += kept.num_rows
         result.rows_quarantined += batch.rejects.num_rows + len(checked.bad_rows())

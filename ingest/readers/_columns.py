@@ -252,8 +252,7 @@ def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
             return _localize(source, fmt.timezone), None, reason
         return pc.cast(source, _TS), None, reason
     if pa.types.is_integer(kind):
-        ns = pc.multiply_checked(pc.cast(source, pa.int64()), _UNIT_NS[fmt.ts_unit])
-        return pc.cast(ns, _TS), None, reason
+        return _int_to_ns(pc.cast(source, pa.int64()), fmt.ts_unit), None, reason
     if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
         ns = pc.round(pc.multiply(pc.cast(source, pa.float64()), float(_UNIT_NS[fmt.ts_unit])))
         return pc.cast(pc.cast(ns, pa.int64()), _TS), None, reason
@@ -264,7 +263,7 @@ def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
         else:
-            return pc.cast(pc.multiply_checked(whole, _UNIT_NS[fmt.ts_unit]), _TS), None, reason
+            return _int_to_ns(whole, fmt.ts_unit), None, reason
     if fmt.ts_format is not None:
         parsed = _strptime(text, fmt.ts_format)
         reason = f"does not match the time format {fmt.ts_format!r}"
@@ -282,6 +281,13 @@ def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
     elif not pa.types.is_timestamp(parsed.type):
         parsed = pc.cast(parsed, _TS)
     return parsed, mask, reason
+
+
+def _int_to_ns(ints: pa.Array | pa.ChunkedArray, unit: str) -> pa.Array | pa.ChunkedArray:
+    """Integer times in ``unit`` as UTC ns timestamps (overflow raises)."""
+    if unit != "ns":  # ns needs no product: spare a copy of the column
+        ints = pc.multiply_checked(ints, pa.scalar(_UNIT_NS[unit], pa.int64()))
+    return pc.cast(ints, _TS)
 
 
 def _localize(naive: pa.Array | pa.ChunkedArray, timezone: str) -> pa.Array | pa.ChunkedArray:

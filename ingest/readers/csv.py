@@ -16,10 +16,8 @@ source line is file + row); rejects carry the raw line.
 from __future__ import annotations
 
 import csv as pycsv
-import queue
-import threading
 from collections.abc import Callable, Iterator
-from typing import IO, cast
+from typing import IO
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +25,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ticktensor.errors import ConfigError, InputError, SchemaError
+from ticktensor.ingest._readahead import read_ahead
 from ticktensor.ingest._sources import Input
 from ticktensor.schemas import EventKind, schema_for
 
@@ -98,7 +97,9 @@ class _CsvDecoder:
         first = self._fields(data.partition(b"\n")[0]) if data.strip(b"\r\n") else []
         self._setup(names, plan, first)
         self.per_row = max(len(data.partition(b"\n")[0]) + 1, 8)
-        for block in _prefetch(_blocks(stream, data, self._block_bytes, self.source.url)):
+        blocks = _blocks(stream, data, self._block_bytes, self.source.url)
+        # Reading (decompression, hashing) overlaps with parsing.
+        for block in read_ahead(blocks, "ticktensor-csv-read"):
             batches = list(self._decode_block(block, plan))
             rows = sum(b.table.num_rows for b in batches)
             self.per_row = max(1, len(block) // max(rows, 1))
@@ -286,43 +287,6 @@ def _blocks(
             continue
         yield memoryview(buffer)[: cut + 1]
         carry = buffer[cut + 1 :]
-
-
-def _prefetch(blocks: Iterator[memoryview]) -> Iterator[memoryview]:
-    """Read (decompress, hash) the next block on a thread while this one is parsed.
-
-    File reads, decompression and hashing release the GIL, so they overlap with
-    pyarrow's parsing; one block waits at most (bounded memory).
-    """
-    done = object()
-    slot: queue.Queue[object] = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for block in blocks:
-                while not stop.is_set():
-                    try:
-                        slot.put(block, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            slot.put(done)
-        except BaseException as exc:  # re-raised in the consumer, with its traceback
-            slot.put(exc)
-
-    thread = threading.Thread(target=produce, name="ticktensor-csv-read", daemon=True)
-    thread.start()
-    try:
-        while (item := slot.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield cast(memoryview, item)
-    finally:
-        stop.set()
-        thread.join()
 
 
 def _split(

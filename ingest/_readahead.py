@@ -1,0 +1,52 @@
+"""Read-ahead: produce an iterator's next item on a thread while the caller uses this one."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from typing import TypeVar, cast
+
+__all__ = ["read_ahead"]
+
+T = TypeVar("T")
+
+
+def read_ahead(items: Iterator[T], name: str) -> Iterator[T]:
+    """Yield ``items``, producing the next one on a thread named ``name`` meanwhile.
+
+    Pays off when both sides release the GIL (file reads, decompression, hashing,
+    pyarrow and numpy kernels): on two cores, parsing block ``i + 1`` overlaps with the
+    work on block ``i``. One item waits at most (bounded memory). The producer's
+    exception is raised here, with its traceback; closing this generator stops the
+    producer after its current item.
+    """
+    done = object()
+    slot: queue.Queue[object] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        slot.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            slot.put(done)
+        except BaseException as exc:  # re-raised in the consumer, with its traceback
+            slot.put(exc)
+
+    thread = threading.Thread(target=produce, name=name, daemon=True)
+    thread.start()
+    try:
+        while (item := slot.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield cast(T, item)
+    finally:
+        stop.set()
+        thread.join()

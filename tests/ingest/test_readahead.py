@@ -1,0 +1,45 @@
+"""Read-ahead: order, errors and early exits of the producer thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from ticktensor.ingest._readahead import read_ahead
+
+
+def test_items_come_in_order() -> None:
+    assert list(read_ahead(iter(range(1000)), "t")) == list(range(1000))
+
+
+def test_empty_iterator() -> None:
+    assert list(read_ahead(iter([]), "t")) == []
+
+
+def test_producer_error_is_raised_in_the_consumer_after_earlier_items() -> None:
+    def items() -> Iterator[int]:
+        yield 1
+        raise ValueError("bad block")
+
+    it = read_ahead(items(), "t")
+    assert next(it) == 1
+    with pytest.raises(ValueError, match="bad block"):
+        next(it)
+
+
+def test_closing_early_stops_the_producer() -> None:
+    produced = []
+
+    def items() -> Iterator[int]:
+        for i in range(1_000_000):
+            produced.append(i)
+            yield i
+
+    before = threading.active_count()
+    it = read_ahead(items(), "t")
+    assert next(it) == 0
+    it.close()
+    assert threading.active_count() == before  # joined, not left running
+    assert len(produced) < 10  # at most the item in hand and one waiting
