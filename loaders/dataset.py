@@ -17,7 +17,7 @@ from torch.utils.data import Dataset
 from ticktensor.errors import ConfigError
 from ticktensor.kernels import ChunkGather, ThreadPool
 from ticktensor.loaders._cache import ChunkCache
-from ticktensor.loaders._chunks import ChunkIndex, ChunkLoader
+from ticktensor.loaders._chunks import ChunkIndex, ChunkLoader, read_array
 from ticktensor.loaders._index import (
     feature_columns,
     normalization,
@@ -149,6 +149,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         runs, phases = select_runs(version, symbols, start, end, self.window, self.cross_gaps)
         scale = normalization(version, self.feature_names) if normalize else None
         self.threads = int(threads or os.cpu_count() or 1)
+        # Labels are read at open through the chunk loader's fast path, not zarr-python.
+        self._label_loader = ChunkLoader(version, None, None, verify=bool(verify))
         self._build(runs, phases, start, end)
         self._loader = ChunkLoader(version, columns, scale, verify=bool(verify))
         total = sum(self._loader.nbytes(f) for f in self.chunks.files)
@@ -263,6 +265,12 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         n_labels = len(self.label_names)
         parts = []
         for record in run:
+            fast = (
+                read_array(self._label_loader, self.version, record, "labels") if n_labels else None
+            )
+            if fast is not None:
+                parts.append(fast)
+                continue
             stored = self.version.open_segment(record).labels
             if stored is None:
                 parts.append(np.full((record.rows, n_labels), np.nan, np.float32))

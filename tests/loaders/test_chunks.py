@@ -13,6 +13,7 @@ import zarr
 from ticktensor import DataLoader
 from ticktensor.errors import StoreCorruptError
 from ticktensor.loaders import BlockShuffleOrder, WindowDataset
+from ticktensor.loaders._chunks import ChunkLoader, _segment_chunks, read_array
 from ticktensor.store import Codec, StoreVersion
 
 from .test_dataset import FEATURES, build_store
@@ -53,6 +54,56 @@ def test_every_codec_reads_what_zarr_reads(tmp_path: Path, codec: Codec, cross_g
     # A chunk holding only unlabelled last rows starts no window and is never loaded.
     assert stats["loads"] == len(ds.chunks_of(everything)) >= len(ds.chunks) - len(ds.records)
     assert stats["bytes_read"] > 0
+
+
+@pytest.mark.parametrize("codec", list(Codec))
+def test_labels_read_at_open_are_what_zarr_reads(tmp_path: Path, codec: Codec) -> None:
+    # chunk_rows 7 leaves a partial last chunk in every segment.
+    version = codec_store(str(tmp_path / "store"), codec, chunk_rows=7)
+    loader = ChunkLoader(version, None, None)
+    for record in version.segments:
+        fast = read_array(loader, version, record, "labels")
+        reference = zarr.open_array(version.file_url(f"{record.path}/labels"), mode="r")[...]
+        assert fast is not None
+        np.testing.assert_array_equal(fast, reference)
+    ds = WindowDataset(version, WINDOW, threads=2)
+    labels = np.concatenate(
+        [
+            zarr.open_array(ds.version.file_url(f"{r.path}/labels"), mode="r")[...]
+            for run in ds.records
+            for r in run
+        ]
+    )
+    np.testing.assert_array_equal(np.concatenate(ds.labels_sources), labels)
+
+
+def test_chunks_of_nan_that_zarr_did_not_write_read_as_nan(tmp_path: Path) -> None:
+    version = codec_store(str(tmp_path / "store"), Codec.ZSTD, chunk_rows=4)
+    # The labels' horizon leaves the last rows NaN: Zarr skips chunks holding only NaN.
+    skipped = [
+        (record, k)
+        for record in version.segments
+        for k in range(-(-record.rows // 4))
+        if f"labels/c/{k}/0" not in record.files
+    ]
+    assert skipped, "the fixture should have an all-NaN label chunk"
+    loader = ChunkLoader(version, None, None)
+    for record, k in skipped:
+        labels = read_array(loader, version, record, "labels")
+        reference = zarr.open_array(version.file_url(f"{record.path}/labels"), mode="r")[...]
+        assert labels is not None
+        assert np.isnan(labels[k * 4 : (k + 1) * 4]).all()
+        np.testing.assert_array_equal(labels, reference)
+    # A feature chunk of NaN alone is skipped too; it reads as NaN, not as a lost chunk.
+    record = version.segments[0]
+    values = zarr.open_array(version.file_url(f"{record.path}/values"), mode="r+")
+    values[4:8] = np.nan
+    del record.files["values/c/1/0"]
+    (Path(version.location.path(f"{record.path}/values/c/1/0"))).unlink(missing_ok=True)
+    window = ChunkLoader(version, None, None).load(
+        next(f for f in _segment_chunks(version, record) if f.index == 1)
+    )[0]
+    assert np.isnan(window).all()
 
 
 def test_a_remote_store_is_read_through_fsspec() -> None:
