@@ -19,17 +19,15 @@ import numpy.typing as npt
 import zarr
 
 from ticktensor.errors import StoreCorruptError
+from ticktensor.loaders._memory import POPULATE, fresh_buffer
 from ticktensor.store import SegmentRecord, StoreVersion
 
-__all__ = ["ChunkFile", "ChunkIndex", "ChunkLoader", "LoadTimes", "fresh_buffer", "read_array"]
+__all__ = ["ChunkFile", "ChunkIndex", "ChunkLoader", "LoadTimes", "read_array"]
 
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
-# Linux: map fresh buffers with their pages in place. Faulting them in one by one costs more
-# than decoding into them on a VM (measured: 0.3-0.5 GB/s by faults, 2.4-2.6 GB/s at once).
-_POPULATE: Final = getattr(mmap, "MAP_POPULATE", 0)
 
 
 @dataclass(frozen=True)
@@ -345,7 +343,7 @@ class ChunkLoader:
                 size = os.fstat(f.fileno()).st_size
                 if size == 0:
                     return b""
-                flags = mmap.MAP_SHARED | _POPULATE
+                flags = mmap.MAP_SHARED | POPULATE
                 return mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
         except FileNotFoundError as exc:
             raise _missing(file, where) from exc
@@ -401,21 +399,6 @@ def _target(out: Floats | None, file: ChunkFile) -> Floats:
     if out is None or out.nbytes != file.nbytes or not out.flags.c_contiguous:
         return fresh_buffer(shape)
     return out.reshape(shape)
-
-
-def fresh_buffer(shape: tuple[int, int]) -> Floats:
-    """A private, writable, C-contiguous float32 array whose pages are already mapped.
-
-    Anonymous memory mapped with ``MAP_POPULATE`` where the platform has it (the pages are
-    freed when the last view goes), else ``numpy.empty``.
-    """
-    nbytes = shape[0] * shape[1] * 4
-    if not _POPULATE or nbytes < 2**20:
-        return np.empty(shape, dtype=np.float32)
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE
-    region = mmap.mmap(-1, nbytes, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    array: Floats = np.ndarray(shape, dtype=np.float32, buffer=region)  # base: the region
-    return array
 
 
 def _decoded_size(codec: str, stored: bytes | mmap.mmap) -> int:

@@ -15,6 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from ticktensor.loaders._memory import fresh_buffer
+
 __all__ = ["CudaDelivery", "PrefetchStats", "Prefetcher", "Slot", "host_delivery"]
 
 FloatArray = npt.NDArray[np.float32]
@@ -61,19 +63,12 @@ def _owner(array: FloatArray) -> object:
     return owner
 
 
-_ALIGN: Final = 4096  # page-aligned buffers: whole pages for DMA and for the copy loops
-
-
 def _empty(shape: tuple[int, ...], pin: bool) -> FloatArray:
     if pin:
         # Page-locked host memory; the numpy view keeps the pinned tensor alive.
         array: FloatArray = torch.empty(shape, dtype=torch.float32, pin_memory=True).numpy()
         return array
-    nbytes = int(np.prod(shape)) * 4
-    raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
-    skip = -raw.ctypes.data % _ALIGN
-    aligned: FloatArray = raw[skip : skip + nbytes].view(np.float32).reshape(shape)
-    return aligned
+    return fresh_buffer(shape)  # page-aligned, its pages in place before the first fill
 
 
 def host_delivery(slot: Slot, n: int) -> tuple[torch.Tensor, torch.Tensor, None]:
