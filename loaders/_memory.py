@@ -17,23 +17,17 @@ Floats = npt.NDArray[np.float32]
 # once), and numpy asks for transparent huge pages on large arrays, whose faults compact
 # memory here (0.35 GB/s).
 POPULATE: Final = getattr(mmap, "MAP_POPULATE", 0)
-_SMALL: Final = 2**20
 
 
 def fresh_buffer(shape: tuple[int, ...]) -> Floats:
     """A private, writable, C-contiguous, page-aligned float32 array, its pages mapped.
 
-    Anonymous memory mapped with ``MAP_POPULATE`` where the platform has it (the pages are
-    freed when the last view goes); below 1 MiB, or elsewhere, ``numpy.empty`` aligned to
-    a page.
+    Anonymous memory, mapped with ``MAP_POPULATE`` where the platform has it; its base is
+    the ``mmap``, and the pages are freed when the last view goes.
     """
     nbytes = int(np.prod(shape)) * 4
-    if not POPULATE or nbytes < _SMALL:
-        page = mmap.PAGESIZE
-        raw = np.empty(nbytes + page, dtype=np.uint8)
-        skip = -raw.ctypes.data % page
-        small: Floats = raw[skip : skip + nbytes].view(np.float32).reshape(shape)
-        return small
+    if nbytes == 0:
+        return np.empty(shape, dtype=np.float32)
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | POPULATE
     region = mmap.mmap(-1, nbytes, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     array: Floats = np.ndarray(shape, dtype=np.float32, buffer=region)  # base: the region
