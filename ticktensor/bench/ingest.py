@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -190,7 +191,13 @@ def run_ingest(
         f"# ingest: {rows:,} CSV trade rows ({csv.stat().st_size / 1e6:,.0f} MB), "
         f"{workers} workers: {', '.join(methods)}"
     )
-    measured = [measure(m, csv, work, workers) for m in methods]
+    # Outputs go to a folder of this run: two runs at once (a bench all and a bench
+    # ingest) would otherwise delete each other's stores mid-write. The CSV is shared.
+    scratch = Path(tempfile.mkdtemp(prefix="run-", dir=work))
+    try:
+        measured = [measure(m, csv, scratch, workers) for m in methods]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     ours = measured[0]
     for r in measured:
         r["ticktensor_over"] = float(ours["rows_per_s"]) / float(r["rows_per_s"])
