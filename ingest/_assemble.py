@@ -115,8 +115,16 @@ def _duplicates(table: pa.Table, kind: EventKind) -> npt.NDArray[np.bool_]:
     return flags_all
 
 
-def conform_with_extra(table: pa.Table, kind: EventKind) -> pa.Table:
-    """The canonical schema (staging leaves out all-null columns) plus ``_source``/``_row``."""
+def conform_with_extra(table: pa.Table, kind: EventKind, symbol: str) -> pa.Table:
+    """The canonical schema plus ``_source``/``_row``.
+
+    Staging leaves out all-null columns and ``symbol`` (one per part, in its path).
+    """
+    if "symbol" not in table.column_names:
+        # A dictionary of one value cast to text: 10x faster than pa.repeat of a string.
+        codes = pa.array(np.zeros(table.num_rows, dtype=np.int32))
+        column = pa.DictionaryArray.from_arrays(codes, pa.array([symbol], pa.string()))
+        table = table.append_column("symbol", column.cast(pa.string()))
     extra = [table.column(c) for c in _EXTRA]
     canonical = conform(table.drop_columns(_EXTRA), kind)
     for name, col in zip(_EXTRA, extra, strict=True):
@@ -124,13 +132,30 @@ def conform_with_extra(table: pa.Table, kind: EventKind) -> pa.Table:
     return canonical
 
 
-def _sorted(table: pa.Table) -> pa.Table:
+def _source_names(column: pa.ChunkedArray) -> set[str]:
+    """The input files a staged ``_source`` column names, read off its dictionaries.
+
+    Every staged part's ``_source`` is a dictionary of the one file it came from, so
+    this costs nothing per row (the full-length text cast and distinct count did).
+    """
+    return {name for chunk in column.chunks for name in chunk.dictionary.to_pylist()}
+
+
+def _source_as_text(table: pa.Table) -> pa.Table:
+    """``_source`` as text: parts' dictionaries differ, and sorting or counting by file
+    needs one type across them."""
+    index = table.schema.get_field_index("_source")
+    return table.set_column(index, "_source", table.column("_source").cast(pa.string()))
+
+
+def _sorted(table: pa.Table, single_source: bool) -> pa.Table:
     ts = table.column("ts_event").cast(pa.int64()).to_numpy()
     rows = table.column("_row").to_numpy()
-    single_source = pc.count_distinct(table.column("_source")).as_py() <= 1
     step = np.diff(ts)
     if single_source and np.all((step > 0) | ((step == 0) & (np.diff(rows) > 0))):
         return table  # one file, already in (time, row) order: the usual case
+    if pa.types.is_dictionary(table.schema.field("_source").type):
+        table = _source_as_text(table)
     order = pc.sort_indices(
         table, [("ts_event", "ascending"), ("_source", "ascending"), ("_row", "ascending")]
     )
@@ -146,14 +171,11 @@ def assemble(task: AssembleTask) -> AssembleResult:
     events: dict[EventKind, pa.Table] = {}
     dup_tables = []
     for kind, rels in sorted(task.parts.items()):
-        table = conform_with_extra(task.staging.read(rels), kind)
-        table = _sorted(
-            table.set_column(
-                table.schema.get_field_index("_source"),
-                "_source",
-                table.column("_source").cast(pa.string()),
-            )
-        )
+        table = conform_with_extra(task.staging.read(rels), kind, task.symbol)
+        sources = _source_names(table.column("_source"))
+        if len(sources) > 1:
+            table = _source_as_text(table)
+        table = _sorted(table, single_source=len(sources) == 1)
         dup = _duplicates(table, kind)
         if dup.any():
             bad = table.filter(pa.array(dup))
@@ -162,11 +184,15 @@ def assemble(task: AssembleTask) -> AssembleResult:
                 _quarantine.raise_first(q)
             dup_tables.append(q)
             table = table.filter(pa.array(~dup))
-        counts = pc.value_counts(table.column("_source")).to_pylist()
-        out.stored.update({c["values"]: c["counts"] for c in counts})
+        if len(sources) == 1:
+            stored = dict.fromkeys(sources, table.num_rows)
+        else:
+            counts = pc.value_counts(table.column("_source")).to_pylist()
+            stored = {c["values"]: c["counts"] for c in counts}
+        out.stored.update(stored)
         clean = table.drop_columns(_EXTRA)
         events[kind] = clean
-        used = sorted(c["values"] for c in counts)
+        used = sorted(stored)
         out.tables.append(
             store.write_table(
                 kind=kind.value,

@@ -37,7 +37,11 @@ class Staging:
     def write_part(
         self, kind: EventKind, symbol: str, session: str, tag: str, table: pa.Table
     ) -> str:
-        """Store one part; ``table`` carries the ``_source`` and ``_row`` columns."""
+        """Store one part; ``table`` carries the ``_source`` and ``_row`` columns.
+
+        The part's rows are all of ``symbol``, which its path names: phase one leaves
+        the ``symbol`` column out and assemble restores it.
+        """
         rel = (
             f"{self.root}/parts/{safe_component(symbol)}/{safe_component(session)}/"
             f"{kind.value}/{tag}.arrow"

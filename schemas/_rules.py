@@ -95,6 +95,8 @@ def _check(
     other: pa.ChunkedArray | None = None,
     show_value: bool = True,
 ) -> Iterator[Check]:
+    if not pc.any(bad).as_py():
+        return  # the usual case: no violation, and no Arrow-to-numpy mask to build
     rows = np.flatnonzero(_mask(bad)).astype(np.int64)
     if rows.size == 0:
         return

@@ -231,7 +231,9 @@ def _map_side(source: pa.ChunkedArray, side_map: Mapping[str, int]) -> _Converte
             sides = pc.if_else(pc.is_null(array.indices), empty, sides)
             known = pc.or_(known, pc.is_null(array.indices))
         chunks.append(sides)
-        masks.append(~np.asarray(known))
+        # All labels known is the usual case: skip the slow Arrow-to-numpy bool copy.
+        all_known = pc.all(known).as_py() is not False
+        masks.append(np.zeros(len(sides), dtype=bool) if all_known else ~np.asarray(known))
     mask = np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
     result = pa.chunked_array(chunks, pa.int8())
     return result, (mask if mask.any() else None), f"is not in the side map {sorted(table)}"
