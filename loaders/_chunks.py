@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import zarr
 
+from ticktensor._memory import POPULATE, fresh_buffer
 from ticktensor.errors import StoreCorruptError
-from ticktensor.loaders._memory import POPULATE, fresh_buffer
 from ticktensor.store import SegmentRecord, StoreVersion
 
 __all__ = ["ChunkFile", "ChunkIndex", "ChunkLoader", "LoadTimes", "read_array"]

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from ticktensor.loaders._memory import fresh_buffer
+from ticktensor._memory import fresh_buffer
 
 __all__ = ["CudaDelivery", "PrefetchStats", "Prefetcher", "Slot", "host_delivery"]
 
