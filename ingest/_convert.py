@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ticktensor.ingest import _quarantine
 from ticktensor.ingest._readahead import read_ahead
@@ -119,15 +120,14 @@ def _write_parts(
         for c, col in zip(table.column_names, table.columns, strict=True)
         if col.null_count == len(col)
     ]
-    table = table.drop_columns(empty)  # cheaper to reorder; assemble restores them
-    source = pa.DictionaryArray.from_arrays(
-        pa.array(np.zeros(table.num_rows, dtype=np.int32)), pa.array([task.source.url])
-    )
-    table = table.append_column("_source", source)
-    ts = table.column("ts_event").cast(pa.int64()).to_numpy()
+    # All-null columns: cheaper to reorder without (assemble restores them). One chunk
+    # per column (the reader's come in ~32 per batch): numpy views of ts and symbol
+    # codes need no copy, and a take from one chunk costs a third of one across many.
+    table = table.drop_columns(empty).combine_chunks()
+    ts = table.column("ts_event").chunk(0).cast(pa.int64()).to_numpy(zero_copy_only=False)
     days = ts // DAY_NS
-    symbols = table.column("symbol").combine_chunks().dictionary_encode()
-    sym_idx = symbols.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    symbols = table.column("symbol").chunk(0).dictionary_encode()
+    sym_idx = symbols.indices.to_numpy(zero_copy_only=False)
     names = symbols.dictionary.to_pylist()
     # A part holds one symbol, named in its path: staged without the column, it costs
     # neither the gather of strings below nor their bytes (assemble restores it).
@@ -139,11 +139,16 @@ def _write_parts(
     else:
         # Few distinct keys: a 16-bit key lets numpy's stable sort run as a radix sort.
         small = key.max() < 1 << 16
-        order = np.argsort(key.astype(np.uint16) if small else key, kind="stable")
-        # One gather, then zero-copy slices. The reader's table comes in many small
-        # chunks, and a take across chunks costs 3-4x a take from one: combine first.
-        table = table.combine_chunks().take(pa.array(order))
-        bounds = np.flatnonzero(np.diff(key[order])) + 1
+        sort_key = key.astype(np.uint16) if small else key
+        order = np.argsort(sort_key, kind="stable")
+        # One gather (argsort's indices are in bounds: no check), then zero-copy slices.
+        table = pc.take(table, pa.array(order), boundscheck=False)
+        bounds = np.flatnonzero(np.diff(sort_key[order])) + 1
+    # The same file on every row: added after the gather, which it would only slow.
+    source = pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(table.num_rows, dtype=np.int32)), pa.array([task.source.url])
+    )
+    table = table.append_column("_source", source)
     out = []
     starts = [0, *bounds.tolist()]
     ends = [*bounds.tolist(), table.num_rows]
