@@ -1,6 +1,7 @@
 // A fixed pool of worker threads that runs index ranges in parallel (parallel_for).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -53,10 +54,11 @@ class ThreadPool {
   // destroying a condition variable the parent's (absent) workers waited on never returns.
   struct State {
     std::vector<std::thread> workers;
-    std::mutex mutex;                 // Guards queue, stop and every Job::active.
-    std::condition_variable work_cv;  // Signals workers: a job was queued, or stop.
-    std::condition_variable done_cv;  // Signals callers: a worker left a job.
-    std::deque<Job*> queue;           // Jobs that may still have unclaimed items.
+    std::mutex mutex;                     // Guards queue, stop and every Job::active.
+    std::condition_variable work_cv;      // Signals workers: a job was queued, or stop.
+    std::condition_variable done_cv;      // Signals callers: a worker left a job.
+    std::deque<Job*> queue;               // Jobs that may still have unclaimed items.
+    std::atomic<std::size_t> pending{0};  // queue.size(), read by polling workers.
     bool stop = false;
   };
   std::unique_ptr<State> state_;
@@ -66,7 +68,7 @@ class ThreadPool {
   std::condition_variable& done_cv_;
   std::deque<Job*>& queue_;
   bool& stop_;
-  long owner_pid_;                   // The process whose threads these are.
+  long owner_pid_;  // The process whose threads these are.
 };
 
 }  // namespace tt
