@@ -1,4 +1,5 @@
-"""Static checks as tests: ruff (lint and format) on the tree, mypy --strict on the package."""
+"""Static checks as tests: ruff (lint and format) on the tree, clang-format on the C++ core,
+mypy --strict on the package."""
 
 from __future__ import annotations
 
@@ -34,6 +35,17 @@ def test_ruff_lint() -> None:
 def test_ruff_format() -> None:
     result = _run(_tool("ruff"), "format", "--check", ".")
     assert result.returncode == 0, "run `ruff format .`:\n" + result.stdout + result.stderr
+
+
+def test_clang_format() -> None:
+    sources = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "native").rglob("*")
+        if p.suffix in {".cpp", ".hpp", ".h", ".cc"}
+    )
+    assert sources, "no C++ sources found under native/"
+    result = _run(_tool("clang-format"), "--dry-run", "--Werror", *sources)
+    assert result.returncode == 0, "run `clang-format -i` on native/:\n" + result.stderr[-3000:]
 
 
 @pytest.mark.slow

@@ -67,7 +67,8 @@ inline std::string type_of(nb::handle obj) { return nb::type_name(obj.type()).c_
 using OutArray = nb::ndarray<nb::device::cpu>;
 
 // `obj` as a writable C-contiguous float32 [batch, window, features] array, or ArgumentError.
-inline OutArray to_out(nb::handle obj, std::size_t batch, std::int64_t window, std::int64_t features) {
+inline OutArray to_out(nb::handle obj, std::size_t batch, std::int64_t window,
+                       std::int64_t features) {
   const std::string expected = "(" + std::to_string(batch) + ", " + std::to_string(window) + ", " +
                                std::to_string(features) + ")";
   OutArray a;

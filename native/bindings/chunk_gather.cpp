@@ -99,8 +99,7 @@ class PyChunkGather {
     }
     if (labels_out.shape(0) != batch || labels_out.shape(1) != labels.shape(1)) {
       throw tt::ArgumentError("labels_out: expected shape (" + std::to_string(batch) + ", " +
-                              std::to_string(labels.shape(1)) + "), got " +
-                              shape_text(labels_out));
+                              std::to_string(labels.shape(1)) + "), got " + shape_text(labels_out));
     }
     if (window < 1) {
       throw tt::ArgumentError("window: expected >= 1, got " + std::to_string(window));

@@ -14,8 +14,7 @@ namespace tt {
 // that batch windows fit the address space and that `out_elements` is exactly that many.
 // Throws ArgumentError naming what was expected and what came.
 inline std::size_t checked_window_elements(std::size_t batch, std::int64_t window,
-                                           std::int64_t n_features,
-                                           std::size_t out_elements) {
+                                           std::int64_t n_features, std::size_t out_elements) {
   if (window < 1) {
     throw ArgumentError("window: expected >= 1, got " + std::to_string(window));
   }

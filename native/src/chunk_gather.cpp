@@ -36,8 +36,8 @@ ChunkGather::ChunkGather(const std::vector<std::vector<std::int64_t>>& chunk_sta
       const std::int64_t end = k + 1 < starts.size() ? starts[k + 1] : rows;
       if (starts[k] >= end) {
         throw ArgumentError(where + "chunk " + std::to_string(k) + " starts at row " +
-                            std::to_string(starts[k]) + ", expected below " +
-                            std::to_string(end) + " (starts must increase within the rows)");
+                            std::to_string(starts[k]) + ", expected below " + std::to_string(end) +
+                            " (starts must increase within the rows)");
       }
       chunk_start_.push_back(starts[k]);
       chunk_rows_.push_back(end - starts[k]);
@@ -132,8 +132,8 @@ std::vector<ChunkGather::Start> ChunkGather::plan(const std::int64_t* source_ids
       if (data_[c].load(std::memory_order_acquire) == nullptr) {
         throw ChunkNotLoadedError(
             b, c,
-            where + "chunk " + std::to_string(c) + " (source " + std::to_string(id) +
-                ", rows " + std::to_string(chunk_start_[c]) + " to " +
+            where + "chunk " + std::to_string(c) + " (source " + std::to_string(id) + ", rows " +
+                std::to_string(chunk_start_[c]) + " to " +
                 std::to_string(chunk_start_[c] + chunk_rows_[c]) + ") is not loaded");
       }
       if (c + 1 == first_chunk_[source + 1]) break;

@@ -65,8 +65,8 @@ constexpr std::int64_t kBlock = 1 << 20;  // indices drawn per task in steps 1 a
 
 }  // namespace
 
-void random_permutation(std::int64_t* out, std::int64_t n, std::uint64_t seed,
-                        std::uint64_t stream, ThreadPool& pool) {
+void random_permutation(std::int64_t* out, std::int64_t n, std::uint64_t seed, std::uint64_t stream,
+                        ThreadPool& pool) {
   if (n < 0) throw ArgumentError("random_permutation: n must be >= 0");
   if (n == 0) return;
   int bits = 0;

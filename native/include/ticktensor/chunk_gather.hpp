@@ -68,9 +68,8 @@ class ChunkGather {
   // ([batch, n_labels]), in one call: no per-batch index arrays on the caller's side.
   // Throws IndexError naming the batch position of a sample index out of range.
   void gather_samples(const std::int64_t* indices, std::size_t batch, const SampleIndex& index,
-                      std::int64_t window, float* out, std::size_t out_elements,
-                      float* labels_out, std::size_t labels_out_elements,
-                      ThreadPool& pool) const;
+                      std::int64_t window, float* out, std::size_t out_elements, float* labels_out,
+                      std::size_t labels_out_elements, ThreadPool& pool) const;
 
   // Throws ArgumentError when window < 1 or out_elements != batch * window * n_features.
   void gather(const std::int64_t* source_ids, const std::int64_t* starts, std::size_t batch,

@@ -15,7 +15,7 @@ namespace tt {
 // Multinomial bucket sizes plus uniform shuffles inside buckets give a uniform permutation.
 // The result depends only on (n, seed, stream): every bucket has its own random stream,
 // so the pool's size and scheduling do not change it.
-void random_permutation(std::int64_t* out, std::int64_t n, std::uint64_t seed,
-                        std::uint64_t stream, ThreadPool& pool);
+void random_permutation(std::int64_t* out, std::int64_t n, std::uint64_t seed, std::uint64_t stream,
+                        ThreadPool& pool);
 
 }  // namespace tt
