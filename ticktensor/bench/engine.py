@@ -56,9 +56,12 @@ def _accepts(function: Callable[..., Any], name: str) -> bool:
 def open_dataset(
     version: StoreVersion, window: int, threads: int, *, stride: int = 1
 ) -> WindowDataset:
-    """A :class:`WindowDataset` using ``threads`` threads (``threads=`` where the engine has it)."""
+    """A :class:`WindowDataset` using ``threads`` threads to load chunks (where the engine
+    has ``threads=``) and to gather windows."""
     if _accepts(WindowDataset, "threads"):
-        return WindowDataset(version, window, stride=stride, threads=threads)
+        return WindowDataset(
+            version, window, stride=stride, threads=threads, pool=ThreadPool(threads)
+        )
     return WindowDataset(version, window, stride=stride, pool=ThreadPool(threads))
 
 
