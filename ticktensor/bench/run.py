@@ -52,7 +52,7 @@ def execute(
     if part in ("ingest", "all"):
         from .ingest import run_ingest
 
-        run_ingest(ingest_rows, results, say=say)
+        run_ingest(ingest_rows, results, repeats=min(3, options.repeats), say=say)
     results.meta["seconds"] = round(time.perf_counter() - started, 1)
     results.meta["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     say("")
