@@ -398,7 +398,7 @@ def _target(out: Floats | None, file: ChunkFile) -> Floats:
     shape = (file.stored_rows, file.n_features)
     if out is None or out.nbytes != file.nbytes or not out.flags.c_contiguous:
         return fresh_buffer(shape)
-    return out.reshape(shape)
+    return out if out.shape == shape else out.reshape(shape)
 
 
 def _decoded_size(codec: str, stored: bytes | mmap.mmap) -> int:
