@@ -391,3 +391,18 @@ def test_a_pool_created_before_fork_works_in_the_child() -> None:
         time.sleep(0.05)
     os.kill(pid, signal.SIGKILL)
     pytest.fail("the child hung on a pool created before fork")
+
+
+def test_an_idle_pool_sleeps_after_polling() -> None:
+    # Workers poll for new work for 200 us after a job, then sleep: a pool left idle must
+    # not keep a core busy. Process CPU time, not wall time, is what this measures.
+    pool = ThreadPool(4)
+    sources = [np.zeros((64, 8), dtype=np.float32)]
+    gather = WindowGather(sources, pool)
+    big = np.zeros(32_768, dtype=np.int64)  # 1 MiB of windows: split across the pool
+    gather.gather(big, big, 1)
+    time.sleep(0.05)  # past the polling time
+    before = time.process_time()
+    time.sleep(0.5)
+    idle_cpu = time.process_time() - before
+    assert idle_cpu < 0.1, f"an idle 4-thread pool used {idle_cpu:.3f} CPU-s in 0.5 s"
