@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -72,35 +73,39 @@ def convert_file(task: ConvertTask) -> FileResult:
     quarantined: list[pa.Table] = []
     # The reader decodes batch i + 1 on its own thread while this one validates and
     # partitions batch i: both sides run mostly with the GIL released.
-    batches = read_ahead(reader.read(task.source, task.options), "ticktensor-decode")
-    for i, batch in enumerate(batches):
-        result.schema = batch.kind.value
-        # Duplicates are found in phase two, over the whole (symbol, session), across files.
-        checked = validate(batch.table, batch.kind, ts_range=task.ts_range, check_duplicates=False)
-        q = pa.concat_tables(
-            [
-                _quarantine.from_rejects(url, batch.kind.value, batch.rejects),
-                _quarantine.from_violations(
-                    url, batch.kind.value, batch.table, checked, batch.rows, batch.raw
-                ),
-            ]
-        )
-        if task.strict:
-            _quarantine.raise_first(q)
-        mask = checked.valid_mask()
-        if mask.all():  # the usual case: spare a copy of every column
-            kept, rows = batch.table, batch.rows
-        else:
-            kept, rows = batch.table.filter(pa.array(mask)), batch.rows[mask]
-        kept = conform(kept, batch.kind).append_column("_row", pa.array(rows, pa.int64()))
-        result.rows_read += batch.table.num_rows + batch.rejects.num_rows
-        result.rows_kept += kept.num_rows
-        result.rows_quarantined += batch.rejects.num_rows + len(checked.bad_rows())
-        if q.num_rows:
-            quarantined.append(q)
-            for rule in q.column("rule").to_pylist():
-                result.rules[rule] = result.rules.get(rule, 0) + 1
-        result.parts += _write_parts(task, batch.kind, kept, f"{task.tag}-{i:05d}")
+    with contextlib.closing(
+        read_ahead(reader.read(task.source, task.options), "ticktensor-decode")
+    ) as batches:  # closed on an error too: its thread stops now, not when GC runs
+        for i, batch in enumerate(batches):
+            result.schema = batch.kind.value
+            # Duplicates are found in phase two, over the whole (symbol, session), across files.
+            checked = validate(
+                batch.table, batch.kind, ts_range=task.ts_range, check_duplicates=False
+            )
+            q = pa.concat_tables(
+                [
+                    _quarantine.from_rejects(url, batch.kind.value, batch.rejects),
+                    _quarantine.from_violations(
+                        url, batch.kind.value, batch.table, checked, batch.rows, batch.raw
+                    ),
+                ]
+            )
+            if task.strict:
+                _quarantine.raise_first(q)
+            mask = checked.valid_mask()
+            if mask.all():  # the usual case: spare a copy of every column
+                kept, rows = batch.table, batch.rows
+            else:
+                kept, rows = batch.table.filter(pa.array(mask)), batch.rows[mask]
+            kept = conform(kept, batch.kind).append_column("_row", pa.array(rows, pa.int64()))
+            result.rows_read += batch.table.num_rows + batch.rejects.num_rows
+            result.rows_kept += kept.num_rows
+            result.rows_quarantined += batch.rejects.num_rows + len(checked.bad_rows())
+            if q.num_rows:
+                quarantined.append(q)
+                for rule in q.column("rule").to_pylist():
+                    result.rules[rule] = result.rules.get(rule, 0) + 1
+            result.parts += _write_parts(task, batch.kind, kept, f"{task.tag}-{i:05d}")
     if quarantined:
         table = pa.concat_tables(quarantined)
         result.quarantine = task.staging.write_quarantine(task.tag, table)

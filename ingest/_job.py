@@ -176,12 +176,19 @@ def _plan(inputs: list[Input], fmt: str) -> tuple[list[tuple[Input, str]], list[
 MIN_BYTES_PER_WORKER = 32 << 20
 
 
+def _in_memory(planned: list[tuple[Input, str]], store: Store) -> bool:
+    """Whether the store or an input is on ``memory://``, which only this process sees."""
+    return store.url.startswith("memory://") or any(
+        s.url.startswith("memory://") for s, _ in planned
+    )
+
+
 def _workers(options: IngestOptions, planned: list[tuple[Input, str]], store: Store) -> int:
     if options.engine == "local":
         # Threads share this process (memory:// included) and start in microseconds: each
         # phase keeps as many busy as it has tasks (files, then (symbol, session) pairs).
         return options.workers
-    if store.url.startswith("memory://") or any(s.url.startswith("memory://") for s, _ in planned):
+    if _in_memory(planned, store):
         return 1  # memory:// is private to this process
     if options.engine == "ray":
         return options.workers
@@ -211,7 +218,9 @@ def ingest(
     staging = Staging(store.location, f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}")
     workers = _workers(options, planned, store)
     try:
-        with make_engine(options.engine, workers) as engine:
+        # Ray tasks run in other processes, which cannot see memory://: run those inline.
+        kind = "local" if options.engine == "ray" and _in_memory(planned, store) else options.engine
+        with make_engine(kind, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)
             spec = _spec(store, options, files)
             results = _phase_assemble(engine, files, staging, store, spec, options, progress)

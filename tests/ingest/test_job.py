@@ -188,6 +188,35 @@ def test_strict_mode_names_file_row_column_value_rule(tmp_path: Path) -> None:
         assert part in msg, msg
 
 
+@pytest.mark.parametrize("bad_row", [2, 29, 33, 37])
+def test_strict_mode_fails_without_hanging_whichever_batch_is_bad(
+    tmp_path: Path, bad_row: int
+) -> None:
+    # 40 rows in batches of 4: a bad row near the end stops the consumer while the
+    # reader's thread is handing over its last batches; the error must come, not a hang.
+    body = HEADER + "".join(row(i, size="-5" if i == bad_row else "10") for i in range(40))
+    path = _bad_csv(tmp_path, "strict.csv", body)
+    code = textwrap.dedent(
+        f"""
+        from ticktensor.errors import ValidationError
+        from ticktensor.ingest._job import IngestOptions, ingest
+        from ticktensor.ingest.readers._base import ReadOptions
+        from ticktensor.schemas import EventKind
+        read = ReadOptions(kind=EventKind.TRADES, batch_rows=4)
+        options = IngestOptions(format="csv", read=read, workers=1, strict=True)
+        try:
+            ingest([{path!r}], {str(tmp_path / "store")!r}, options, progress=False)
+        except ValidationError as exc:
+            print("raised:", exc)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"row {bad_row + 1}," in proc.stdout, proc.stdout
+
+
 def test_report_json_and_cli(tmp_path: Path) -> None:
     files = market_files(tmp_path, MARKET.days[0])
     report = tmp_path / "report.json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -43,3 +44,31 @@ def test_closing_early_stops_the_producer() -> None:
     it.close()
     assert threading.active_count() == before  # joined, not left running
     assert len(produced) < 10  # at most the item in hand and one waiting
+
+
+def test_stopping_after_the_producer_finished_does_not_hang() -> None:
+    # The producer has queued the last item and waits to hand over its end mark when the
+    # consumer stops (as a strict-mode error on the second-to-last batch does).
+    it = read_ahead(iter(range(3)), "t")
+    assert next(it) == 0
+    assert next(it) == 1
+    time.sleep(0.3)  # item 2 queued; the end mark waits for room
+    closer = threading.Thread(target=it.close, daemon=True)
+    closer.start()
+    closer.join(timeout=10)
+    assert not closer.is_alive(), "closing the read-ahead hung"
+
+
+def test_stopping_closes_a_generator_source() -> None:
+    closed = threading.Event()
+
+    def items() -> Iterator[int]:
+        try:
+            yield from range(100)
+        finally:
+            closed.set()
+
+    it = read_ahead(items(), "t")
+    assert next(it) == 0
+    it.close()
+    assert closed.wait(timeout=10)

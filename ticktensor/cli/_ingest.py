@@ -55,7 +55,12 @@ def register(sub: Any) -> None:
     p.add_argument("--features", metavar="SPEC.toml", help="feature spec (default: by data)")
     p.add_argument("--codec", choices=[c.value for c in Codec], help="feature chunk codec")
     p.add_argument("--chunk-rows", type=int, help="rows per feature chunk")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="parallel tasks: threads of this process for --engine local (default: cores)",
+    )
     p.add_argument("--engine", choices=("local", "ray"), default="local")
     p.add_argument("--strict", action="store_true", help="fail on the first bad row")
     p.add_argument("--start", type=date.fromisoformat, help="declared first day (UTC)")
