@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import mmap
 import os
 import sys
 import time
@@ -18,16 +17,20 @@ import numpy as np
 import numpy.typing as npt
 import zarr
 
-from ticktensor._memory import POPULATE, fresh_buffer
+from ticktensor._memory import fresh_buffer
 from ticktensor.errors import StoreCorruptError
+from ticktensor.kernels import map_file
 from ticktensor.store import SegmentRecord, StoreVersion
 
 __all__ = ["ChunkFile", "ChunkIndex", "ChunkLoader", "LoadTimes", "read_array"]
 
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
+Stored = bytes | npt.NDArray[np.uint8]
+"""A chunk's stored bytes: read from fsspec, or a read-only mapping of a local file."""
 
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
+_EMPTY: Final = np.empty(0, dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -287,7 +290,8 @@ class ChunkLoader:
             times.bytes_read = len(stored)
             times.fetch_s = time.perf_counter() - started
             if self._verify and file.sha256 is not None:
-                digest = hashlib.sha256(stored).hexdigest()
+                raw = stored if isinstance(stored, bytes) else stored.data
+                digest = hashlib.sha256(raw).hexdigest()
                 if digest != file.sha256:
                     raise StoreCorruptError(
                         f"{where}: sha256 {digest[:16]} != {file.sha256[:16]} in the manifest",
@@ -319,17 +323,15 @@ class ChunkLoader:
             with _open_plain(self._location.path(file.rel), where, file.rel) as f:
                 size = os.fstat(f.fileno()).st_size
                 _check_size(size, file, where)
-                mapped = mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+                # Pages are faulted in by the gather, only those windows touch; the kernel
+                # is asked to read the whole file ahead so that cold pages are on their way.
+                mapped = map_file(f.fileno(), size, willneed=True) if size else _EMPTY
         except FileNotFoundError as exc:
             raise _missing(file, where) from exc
-        # Pages are faulted in by the gather, only those windows touch; the kernel is asked
-        # to read the whole file ahead so that cold pages are on their way.
-        if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
-            mapped.madvise(mmap.MADV_WILLNEED)
-        # The array keeps the mapping alive; it is unmapped when the last view goes.
-        return np.frombuffer(mapped, dtype=np.float32).reshape(file.stored_rows, file.n_features)
+        # The array keeps the mapping alive (and no descriptor); it goes with the last view.
+        return mapped.view(np.float32).reshape(file.stored_rows, file.n_features)
 
-    def _read(self, file: ChunkFile, where: str) -> bytes | mmap.mmap:
+    def _read(self, file: ChunkFile, where: str) -> Stored:
         """The chunk's stored bytes; a local file is mapped, its pages in place.
 
         Decoding straight from the page cache saves copying every stored byte into a
@@ -341,16 +343,11 @@ class ChunkLoader:
                 return self._location.read_bytes(file.rel)
             with _open_plain(self._location.path(file.rel), where, file.rel) as f:
                 size = os.fstat(f.fileno()).st_size
-                if size == 0:
-                    return b""
-                flags = mmap.MAP_SHARED | POPULATE
-                return mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
+                return map_file(f.fileno(), size, populate=True) if size else b""
         except FileNotFoundError as exc:
             raise _missing(file, where) from exc
 
-    def _decode(
-        self, file: ChunkFile, stored: bytes | mmap.mmap, where: str, out: Floats | None
-    ) -> Floats:
+    def _decode(self, file: ChunkFile, stored: Stored, where: str, out: Floats | None) -> Floats:
         out = _target(out, file)
         if file.codec == "raw":
             _check_size(len(stored), file, where)
@@ -401,23 +398,23 @@ def _target(out: Floats | None, file: ChunkFile) -> Floats:
     return out if out.shape == shape else out.reshape(shape)
 
 
-def _decoded_size(codec: str, stored: bytes | mmap.mmap) -> int:
+def _decoded_size(codec: str, stored: Stored) -> int:
     """The size a compressed chunk says it decodes to, read from its header (no decoding)."""
     if codec == "blosc":
         if len(stored) < 16:
             raise ValueError(f"a blosc frame has a 16-byte header, got {len(stored)} bytes")
-        return int.from_bytes(stored[4:8], "little")
+        return int.from_bytes(bytes(stored[4:8]), "little")
     size = _zstd_content_size(stored)
     if size is None:
         raise ValueError("the zstd frame does not record its content size")
     return size
 
 
-def _zstd_content_size(frame: bytes | mmap.mmap) -> int | None:
+def _zstd_content_size(frame: Stored) -> int | None:
     """Content size from a zstd frame header (RFC 8878, section 3.1.1.1)."""
-    if len(frame) < 6 or frame[:4] != b"\x28\xb5\x2f\xfd":
+    if len(frame) < 6 or bytes(frame[:4]) != b"\x28\xb5\x2f\xfd":
         raise ValueError("not a zstd frame (bad magic number)")
-    descriptor = frame[4]
+    descriptor = int(frame[4])
     size_flag = descriptor >> 6
     single_segment = (descriptor >> 5) & 1
     dict_bytes = (0, 1, 2, 4)[descriptor & 3]
@@ -427,7 +424,7 @@ def _zstd_content_size(frame: bytes | mmap.mmap) -> int | None:
         return None
     if len(frame) < offset + width:
         raise ValueError("truncated zstd frame header")
-    size = int.from_bytes(frame[offset : offset + width], "little")
+    size = int.from_bytes(bytes(frame[offset : offset + width]), "little")
     return size + 256 if width == 2 else size
 
 

@@ -68,7 +68,7 @@ def _empty(shape: tuple[int, ...], pin: bool) -> FloatArray:
         # Page-locked host memory; the numpy view keeps the pinned tensor alive.
         array: FloatArray = torch.empty(shape, dtype=torch.float32, pin_memory=True).numpy()
         return array
-    return fresh_buffer(shape)  # page-aligned, its pages in place before the first fill
+    return fresh_buffer(shape, page_aligned=True)  # its pages in place before the first fill
 
 
 def host_delivery(slot: Slot, n: int) -> tuple[torch.Tensor, torch.Tensor, None]:

@@ -18,15 +18,28 @@ __all__ = ["POPULATE", "fresh_buffer"]
 POPULATE: Final = getattr(mmap, "MAP_POPULATE", 0)
 
 
-def fresh_buffer(shape: tuple[int, ...], dtype: type[np.generic] = np.float32) -> npt.NDArray[Any]:
-    """A private, writable, C-contiguous, page-aligned array, its pages mapped.
+_SMALL: Final = 2**20  # below this, one mapping per buffer is not worth it
 
-    Anonymous memory, mapped with ``MAP_POPULATE`` where the platform has it; its base is
-    the ``mmap``, and the pages are freed when the last view goes.
+
+def fresh_buffer(
+    shape: tuple[int, ...], dtype: type[np.generic] = np.float32, *, page_aligned: bool = False
+) -> npt.NDArray[Any]:
+    """A private, writable, C-contiguous array whose pages are in place.
+
+    From 1 MiB: anonymous memory, mapped with ``MAP_POPULATE`` where the platform has it
+    (page-aligned; its base is the ``mmap``, and the pages are freed when the last view
+    goes). Smaller buffers come from ``numpy.empty`` (each mapping counts against the
+    kernel's limit on mappings per process), aligned to a page when ``page_aligned``.
     """
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    if nbytes == 0:
-        return np.empty(shape, dtype=dtype)
+    itemsize = np.dtype(dtype).itemsize
+    nbytes = int(np.prod(shape)) * itemsize
+    if nbytes < _SMALL:
+        if not page_aligned:
+            return np.empty(shape, dtype=dtype)
+        page = mmap.PAGESIZE
+        raw = np.empty(nbytes + page, dtype=np.uint8)
+        skip = -raw.ctypes.data % page
+        return raw[skip : skip + nbytes].view(dtype).reshape(shape)
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | POPULATE
     region = mmap.mmap(-1, nbytes, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     return np.ndarray(shape, dtype=dtype, buffer=region)  # base: the region

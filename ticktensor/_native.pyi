@@ -150,3 +150,12 @@ def random_permutation(
     Fill `out` (int64, 1-D, C-contiguous) with a uniformly random permutation of
     range(len(out)), determined by (seed, stream) alone. The GIL is released.
     """
+
+def map_file(
+    fd: int, size: int, populate: bool, willneed: bool
+) -> Annotated[NDArray[numpy.uint8], dict(shape=(None,), writable=False)]:
+    """
+    A read-only uint8 array over the first `size` bytes of the file open as `fd`,
+    memory-mapped; it holds no descriptor (close `fd` at will) and is unmapped when
+    the last view goes.
+    """

@@ -1,4 +1,5 @@
-"""Native compute kernels: a shared thread pool and the window gathers behind the loader."""
+"""Native compute kernels: a shared thread pool, the window gathers behind the loader, file
+mappings and permutations."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import numpy.typing as npt
 from ticktensor import _native
 from ticktensor._memory import fresh_buffer
 
-__all__ = ["ChunkGather", "ThreadPool", "WindowGather", "gather_windows", "random_permutation"]
+__all__ = [
+    "ChunkGather",
+    "ThreadPool",
+    "WindowGather",
+    "gather_windows",
+    "map_file",
+    "random_permutation",
+]
 
 
 class ThreadPool:
@@ -451,3 +459,33 @@ def random_permutation(
     out = fresh_buffer((n,), np.int64)
     _native.random_permutation(out, seed, stream, pool._impl)
     return out
+
+
+def map_file(
+    fd: int, size: int, *, populate: bool = False, willneed: bool = False
+) -> npt.NDArray[np.uint8]:
+    """A read-only ``uint8`` view of the first ``size`` bytes of the file open as ``fd``.
+
+    The file is memory-mapped in C++ and the mapping holds no file descriptor: close
+    ``fd`` right away. (Python's ``mmap`` keeps a duplicate descriptor per mapping, so a
+    cache of thousands of mapped chunks would hit the open-file limit.) The mapping is
+    unmapped when the last view of the array goes. ``populate`` maps every page at once;
+    ``willneed`` asks the kernel to read the file ahead.
+
+    Raises ``OSError`` (with ``errno``) when the file cannot be mapped, ``ValueError`` for
+    ``size`` 0.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryFile() as f:
+    ...     _ = f.write(b"ticks")
+    ...     f.flush()
+    ...     view = map_file(f.fileno(), 5)
+    >>> bytes(view)
+    b'ticks'
+    """
+    if size < 0:
+        raise ValueError(f"size: expected >= 0, got {size}")
+    array: npt.NDArray[np.uint8] = _native.map_file(fd, size, populate, willneed)
+    return array

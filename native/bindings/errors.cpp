@@ -37,6 +37,16 @@ void raise_chunk_not_loaded(const tt::ChunkNotLoadedError& e) {
   }
 }
 
+// OSError(errno, message): Python picks the subclass from errno (FileNotFoundError, ...).
+void raise_os_error(const tt::SystemError& e) {
+  try {
+    nb::object exc = nb::handle(PyExc_OSError)(e.error_number(), e.what());
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  } catch (nb::python_error& failure) {
+    failure.restore();
+  }
+}
+
 void translate(const std::exception_ptr& error, void* /*payload*/) {
   try {
     std::rethrow_exception(error);
@@ -48,6 +58,8 @@ void translate(const std::exception_ptr& error, void* /*payload*/) {
     PyErr_SetString(PyExc_IndexError, e.what());
   } catch (const tt::ArgumentError& e) {
     PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const tt::SystemError& e) {
+    raise_os_error(e);
   }
   // Anything else propagates to nanobind's built-in translators (bad_alloc -> MemoryError, ...).
 }

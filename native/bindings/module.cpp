@@ -9,6 +9,7 @@ void bind_thread_pool(nb::module_& m);
 void bind_gather(nb::module_& m);
 void bind_chunk_gather(nb::module_& m);
 void bind_permutation(nb::module_& m);
+void bind_mapped_file(nb::module_& m);
 }  // namespace ttpy
 
 NB_MODULE(_native, m) {
@@ -18,4 +19,5 @@ NB_MODULE(_native, m) {
   ttpy::bind_gather(m);
   ttpy::bind_chunk_gather(m);
   ttpy::bind_permutation(m);
+  ttpy::bind_mapped_file(m);
 }

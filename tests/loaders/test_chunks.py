@@ -185,3 +185,16 @@ def test_verify_catches_bytes_altered_in_place(tmp_path: Path) -> None:
     unchecked.get_batch(np.arange(20))  # raw bytes carry no checksum of their own
     with pytest.raises(StoreCorruptError, match=r"sha256 \w+ != \w+ in the manifest"):
         WindowDataset(version, WINDOW, verify=True).get_batch(np.arange(20))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.ZSTD])
+def test_loaded_chunks_hold_no_file_descriptors(tmp_path: Path, codec: Codec) -> None:
+    version = codec_store(str(tmp_path / "store"), codec, chunk_rows=4)
+    before = len(os.listdir("/proc/self/fd"))
+    ds = WindowDataset(version, WINDOW, threads=2)
+    everything = np.arange(len(ds))
+    np.testing.assert_array_equal(ds.get_batch(everything)[0], zarr_windows(ds, everything))
+    assert ds.cache_stats()["loaded_chunks"] > 30
+    # Raw chunks stay mapped in the cache; a mapping must not cost an open file each.
+    assert len(os.listdir("/proc/self/fd")) - before < 8

@@ -58,4 +58,16 @@ class ArgumentError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// A system call failed; carries its errno so the binding can raise the matching OSError.
+class SystemError : public std::runtime_error {
+ public:
+  SystemError(int error_number, const std::string& message)
+      : std::runtime_error(message), error_number_(error_number) {}
+
+  int error_number() const noexcept { return error_number_; }
+
+ private:
+  int error_number_;
+};
+
 }  // namespace tt
