@@ -54,7 +54,7 @@ class ThreadPool {
   // destroying a condition variable the parent's (absent) workers waited on never returns.
   struct State {
     std::vector<std::thread> workers;
-    std::mutex mutex;                     // Guards queue, stop and every Job::active.
+    std::mutex mutex;                     // Guards queue and stop; Job::active changes under it.
     std::condition_variable work_cv;      // Signals workers: a job was queued, or stop.
     std::condition_variable done_cv;      // Signals callers: a worker left a job.
     std::deque<Job*> queue;               // Jobs that may still have unclaimed items.
