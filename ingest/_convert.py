@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ticktensor.ingest import _quarantine
-from ticktensor.ingest._readahead import read_ahead
+from ticktensor.ingest._background import read_ahead
 from ticktensor.ingest._sources import Input
 from ticktensor.ingest._staging import Staging
 from ticktensor.ingest.readers import get_reader

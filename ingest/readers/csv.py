@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ticktensor.errors import ConfigError, InputError, SchemaError
-from ticktensor.ingest._readahead import read_ahead
+from ticktensor.ingest._background import read_ahead
 from ticktensor.ingest._sources import Input
 from ticktensor.schemas import EventKind, schema_for
 

@@ -1,4 +1,4 @@
-"""Read-ahead: order, errors and early exits of the producer thread."""
+"""Background iteration (read_ahead): order, errors and early exits of the producer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ticktensor.ingest._readahead import read_ahead
+from ticktensor.ingest._background import read_ahead
 
 
 def test_items_come_in_order() -> None:

@@ -1,4 +1,4 @@
-"""Read-ahead: produce an iterator's next item on a thread while the caller uses this one."""
+"""Background iteration: an iterator's next item is produced on a thread meanwhile."""
 
 from __future__ import annotations
 
