@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Final
+from typing import Any, Final
 
 import numcodecs
 import numpy as np
@@ -31,6 +31,7 @@ Stored = bytes | npt.NDArray[np.uint8]
 
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
 _EMPTY: Final = np.empty(0, dtype=np.uint8)
+_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass(frozen=True)
@@ -319,15 +320,9 @@ class ChunkLoader:
             os.close(fd)
 
     def _map(self, file: ChunkFile, where: str) -> Floats:
-        try:
-            with _open_plain(self._location.path(file.rel), where, file.rel) as f:
-                size = os.fstat(f.fileno()).st_size
-                _check_size(size, file, where)
-                # Pages are faulted in by the gather, only those windows touch; the kernel
-                # is asked to read the whole file ahead so that cold pages are on their way.
-                mapped = map_file(f.fileno(), size, willneed=True) if size else _EMPTY
-        except FileNotFoundError as exc:
-            raise _missing(file, where) from exc
+        # Pages are faulted in by the gather, only those windows touch; the kernel is asked
+        # to read the whole file ahead so that cold pages are on their way.
+        mapped = self._map_local(file, where, check_size=True, populate=False)
         # The array keeps the mapping alive (and no descriptor); it goes with the last view.
         return mapped.view(np.float32).reshape(file.stored_rows, file.n_features)
 
@@ -338,14 +333,39 @@ class ChunkLoader:
         buffer first (``read`` did: 9% of the CPU of an lz4 epoch). The mapping goes when
         the caller drops it.
         """
-        try:
-            if not self._location.is_local:
+        if not self._location.is_local:
+            try:
                 return self._location.read_bytes(file.rel)
-            with _open_plain(self._location.path(file.rel), where, file.rel) as f:
-                size = os.fstat(f.fileno()).st_size
-                return map_file(f.fileno(), size, populate=True) if size else b""
+            except FileNotFoundError as exc:
+                raise _missing(file, where) from exc
+        return self._map_local(file, where, check_size=False, populate=True)
+
+    def _map_local(
+        self, file: ChunkFile, where: str, *, check_size: bool, populate: bool
+    ) -> npt.NDArray[np.uint8]:
+        """A local chunk file mapped read-only; a symlink is refused (a store holds plain
+        files), a missing file named. ``populate`` maps every page now, else the kernel is
+        asked to read the file ahead."""
+        try:
+            fd = os.open(self._location.path(file.rel), os.O_RDONLY | _NOFOLLOW)
         except FileNotFoundError as exc:
             raise _missing(file, where) from exc
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise StoreCorruptError(
+                f"{where} is a symlink; a store holds plain files only (rule: store_relative_path)",
+                [(file.rel, "symlink")],
+            ) from exc
+        try:
+            size = os.fstat(fd).st_size
+            if check_size:
+                _check_size(size, file, where)
+            if size == 0:
+                return _EMPTY
+            return map_file(fd, size, populate=populate, willneed=not populate)
+        finally:
+            os.close(fd)
 
     def _decode(self, file: ChunkFile, stored: Stored, where: str, out: Floats | None) -> Floats:
         out = _target(out, file)
@@ -426,20 +446,6 @@ def _zstd_content_size(frame: Stored) -> int | None:
         raise ValueError("truncated zstd frame header")
     size = int.from_bytes(bytes(frame[offset : offset + width]), "little")
     return size + 256 if width == 2 else size
-
-
-def _open_plain(path: str, where: str, rel: str) -> BinaryIO:
-    """``path`` opened for reading, refused when it is a symlink (a store holds plain files)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        raise StoreCorruptError(
-            f"{where} is a symlink; a store holds plain files only (rule: store_relative_path)",
-            [(rel, "symlink")],
-        ) from exc
-    return os.fdopen(fd, "rb")
 
 
 def _check_size(size: int, file: ChunkFile, where: str) -> None:
