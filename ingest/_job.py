@@ -176,24 +176,23 @@ def _plan(inputs: list[Input], fmt: str) -> tuple[list[tuple[Input, str]], list[
 MIN_BYTES_PER_WORKER = 32 << 20
 
 
-def _in_memory(planned: list[tuple[Input, str]], store: Store) -> bool:
-    """Whether the store or an input is on ``memory://``, which only this process sees."""
-    return store.url.startswith("memory://") or any(
-        s.url.startswith("memory://") for s, _ in planned
-    )
-
-
-def _workers(options: IngestOptions, planned: list[tuple[Input, str]], store: Store) -> int:
+def _engine(
+    options: IngestOptions, planned: list[tuple[Input, str]], store: Store
+) -> tuple[Literal["local", "processes", "ray"], int]:
+    """The engine kind and worker count for this job."""
     if options.engine == "local":
         # Threads share this process (memory:// included) and start in microseconds: each
         # phase keeps as many busy as it has tasks (files, then (symbol, session) pairs).
-        return options.workers
-    if _in_memory(planned, store):
-        return 1  # memory:// is private to this process
+        return "local", options.workers
+    in_memory = store.url.startswith("memory://") or any(
+        s.url.startswith("memory://") for s, _ in planned
+    )
+    if in_memory:
+        return "local", 1  # memory:// is private to this process: run inline
     if options.engine == "ray":
-        return options.workers
+        return "ray", options.workers
     total = sum(s.size for s, _ in planned)
-    return max(1, min(options.workers, len(planned), total // MIN_BYTES_PER_WORKER))
+    return "processes", max(1, min(options.workers, len(planned), total // MIN_BYTES_PER_WORKER))
 
 
 def ingest(
@@ -216,10 +215,8 @@ def ingest(
     store = Store.create(out, layout=options.layout, exist_ok=True)
     base = store.latest_version()
     staging = Staging(store.location, f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}")
-    workers = _workers(options, planned, store)
+    kind, workers = _engine(options, planned, store)
     try:
-        # Ray tasks run in other processes, which cannot see memory://: run those inline.
-        kind = "local" if options.engine == "ray" and _in_memory(planned, store) else options.engine
         with make_engine(kind, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)
             spec = _spec(store, options, files)
