@@ -154,11 +154,10 @@ def _sorted(table: pa.Table, single_source: bool) -> pa.Table:
     step = np.diff(ts)
     if single_source and np.all((step > 0) | ((step == 0) & (np.diff(rows) > 0))):
         return table  # one file, already in (time, row) order: the usual case
-    if pa.types.is_dictionary(table.schema.field("_source").type):
-        table = _source_as_text(table)
-    order = pc.sort_indices(
-        table, [("ts_event", "ascending"), ("_source", "ascending"), ("_row", "ascending")]
-    )
+    # One file: its name is the same on every row, so (time, row) orders it (and the
+    # column may stay a dictionary); several: they were cast to text to compare.
+    keys = ["ts_event", "_row"] if single_source else ["ts_event", "_source", "_row"]
+    order = pc.sort_indices(table, [(k, "ascending") for k in keys])
     return table.take(order)
 
 
