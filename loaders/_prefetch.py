@@ -136,6 +136,11 @@ class _Failure:
     error: BaseException
 
 
+@dataclass(frozen=True)
+class _Handover:
+    step: int  # the first step this prefetcher did not assemble
+
+
 _END: Final = object()
 
 
@@ -151,8 +156,10 @@ class _Shared:
         depth: int,
         stats: PrefetchStats,
         extra_slots: int = 0,
+        handover: Callable[[], bool] | None = None,
     ) -> None:
         self.fill = fill
+        self.handover = handover
         self.steps = steps
         self.make_slot = make_slot
         self.deliver = deliver
@@ -203,7 +210,8 @@ class _Shared:
 
 def _produce(shared: _Shared) -> None:
     """Body of the producer thread: fill, deliver and queue every step, then an end mark."""
-    for step in shared.steps:
+    steps = shared.steps
+    for position, step in enumerate(steps):
         if shared.stop.is_set():
             return
         try:
@@ -221,6 +229,9 @@ def _produce(shared: _Shared) -> None:
         queued = shared.put(item)
         del item, slot  # so that the slot counts as free once the consumer drops the batch
         if not queued:
+            return
+        if shared.handover is not None and position + 1 < len(steps) and shared.handover():
+            shared.put(_Handover(steps[position + 1]))  # the rest goes to another engine
             return
     shared.put(_END)
 
@@ -275,7 +286,13 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
     on_stop
         Called once the background thread has been joined (e.g. to stop helper threads
         it used).
+    handover
+        Asked after each batch is queued: once it returns true, the thread stops there and
+        the iteration ends with :attr:`handed_over` set to the first step not assembled,
+        for another engine to go on from (see :class:`NativePrefetcher`).
     """
+
+    handed_over: int | None = None
 
     def __init__(
         self,
@@ -291,11 +308,14 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         sample_bytes: int,
         on_stop: Callable[[], None] | None = None,
         extra_slots: int = 0,
+        handover: Callable[[], bool] | None = None,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth: expected >= 1, got {depth}")
         self.stats = PrefetchStats()
-        self._shared = _Shared(fill, steps, make_slot, deliver, depth, self.stats, extra_slots)
+        self._shared = _Shared(
+            fill, steps, make_slot, deliver, depth, self.stats, extra_slots, handover
+        )
         self._timeout = timeout if timeout else None
         self._context = context
         self._sample_bytes = sample_bytes
@@ -310,7 +330,9 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         if self._done:
             raise StopIteration
         item = self._get()
-        if item is _END:
+        if item is _END or isinstance(item, _Handover):
+            if isinstance(item, _Handover):
+                self.handed_over = item.step
             self.close()
             raise StopIteration
         if isinstance(item, _Failure):
@@ -365,6 +387,11 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
     def queue_depth(self) -> int:
         """Batches assembled and waiting for the consumer right now."""
         return self._shared.queue.qsize()
+
+    @property
+    def slots(self) -> list[Slot]:
+        """The ring's slots (batches the consumer keeps may still use them)."""
+        return list(self._shared.slots)
 
     @property
     def alive(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -16,6 +16,7 @@ import torch.utils.data
 from ticktensor.errors import ConfigError
 
 from ._index import normalization
+from ._native_prefetch import NativePrefetcher, Relay
 from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
 from ._readahead import Readahead
 from ._resident import DeviceChunks, ResidentBatches, ResidentOptions
@@ -224,6 +225,9 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         self._orders.prefetch(self._state.epoch)  # overlaps the caller's own setup
         weakref.finalize(self, self._orders.close)
         self._generation = 0
+        # Passes over a dataset whose chunks are all loaded run on the native thread;
+        # False keeps the Python one (to compare the two).
+        self.native_engine = True
         self._last: weakref.ref[_Batches] | None = None  # weak: it owns the thread
         self._last_stats: PrefetchStats | None = None
 
@@ -309,12 +313,10 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         )
         dataset: WindowDataset = self.dataset
         if self._resident is not None and self._chunks_on_device is not None:
-            source: _Batches = ResidentBatches(
-                self._chunks_on_device, plan, self._resident.lookahead
-            )
-            self._last_stats = source.stats
-            self._last = weakref.ref(source)
-            return _FastIterator(self, self._generation, plan, source)
+            resident = ResidentBatches(self._chunks_on_device, plan, self._resident.lookahead)
+            self._last_stats = resident.stats
+            self._last = weakref.ref(resident)
+            return _FastIterator(self, self._generation, plan, resident)
         x_shape = (self.batch_size, dataset.window, dataset.n_features)
         y_shape = (self.batch_size, dataset.n_labels)
         pin = self.pin_memory
@@ -334,23 +336,52 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             dataset._get_batch(indices, slot.x[:n], slot.y[:n], chunks, upcoming)
             return n
 
-        prefetcher = Prefetcher(
-            fill,
-            range(plan.num_steps),
-            lambda: Slot(x_shape, y_shape, pin),
-            self._delivery,
-            depth=self.prefetch,
-            timeout=self.timeout,
-            name=f"ticktensor-loader-{next(_threads)}",
-            context=f"epoch {epoch}, rank {self.rank} of {self.world_size}, "
-            f"from global sample {start}",
-            sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
-            on_stop=dataset.cache.stop_threads,
-            extra_slots=0 if self._dali is None else self._dali.held_batches,
+        context = (
+            f"epoch {epoch}, rank {self.rank} of {self.world_size}, from global sample {start}"
         )
-        source = prefetcher
-        if self._dali is not None:
-            source = self._through_dali(prefetcher)
+        sample_bytes = 4 * (dataset.window * dataset.n_features + dataset.n_labels)
+        # Host batches straight to the consumer: once every chunk is loaded, a native thread
+        # assembles them (no GIL between batches); until then the Python thread, which loads.
+        native = self.native_engine and self._dali is None and self._delivery is host_delivery
+
+        def native_from(
+            step: int, stats: PrefetchStats | None = None, slots: Sequence[Slot] = ()
+        ) -> NativePrefetcher:
+            return NativePrefetcher(
+                dataset,
+                plan,
+                lambda: Slot(x_shape, y_shape, pin),
+                depth=self.prefetch,
+                timeout=self.timeout,
+                context=context,
+                sample_bytes=sample_bytes,
+                first_step=step,
+                stats=stats,
+                slots=slots,
+                on_stop=dataset.cache.stop_threads,
+            )
+
+        source: _Batches
+        if native and dataset.cache.complete:
+            source = native_from(0)
+        else:
+            prefetcher = Prefetcher(
+                fill,
+                range(plan.num_steps),
+                lambda: Slot(x_shape, y_shape, pin),
+                self._delivery,
+                depth=self.prefetch,
+                timeout=self.timeout,
+                name=f"ticktensor-loader-{next(_threads)}",
+                context=context,
+                sample_bytes=sample_bytes,
+                on_stop=dataset.cache.stop_threads,
+                extra_slots=0 if self._dali is None else self._dali.held_batches,
+                handover=(lambda: dataset.cache.complete) if native else None,
+            )
+            source = Relay(prefetcher, native_from) if native else prefetcher
+            if self._dali is not None:
+                source = self._through_dali(prefetcher)
         iterator = _FastIterator(self, self._generation, plan, source)
         self._last = weakref.ref(source)
         self._last_stats = source.stats

@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ticktensor.errors import ConfigError
-from ticktensor.kernels import ChunkGather, ThreadPool
+from ticktensor.kernels import ChunkGather, SamplePrefetcher, ThreadPool
 from ticktensor.loaders._cache import ChunkCache
 from ticktensor.loaders._chunks import ChunkIndex, ChunkLoader, read_array
 from ticktensor.loaders._index import (
@@ -408,6 +408,28 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
                 labels_out,
             )
         return out, labels_out
+
+    def _native_prefetcher(
+        self,
+        order: Int64s,
+        steps: tuple[Int64s, Int64s],
+        capacity: int,
+        depth: int,
+    ) -> SamplePrefetcher:
+        """A native thread gathering the planned steps (see :meth:`ShardPlan.step_ranges`)
+        into slots of ``capacity`` samples, as :meth:`_get_batch` would, once every chunk
+        is loaded (:attr:`ChunkCache.complete`): nothing is loaded or evicted any more."""
+        return self._gather.prefetcher(
+            self.sample_segment,
+            self.sample_start,
+            self.window,
+            self._labels_flat,
+            self._label_offset,
+            order,
+            steps,
+            capacity,
+            depth,
+        )
 
     def load_chunk(self, chunk: int) -> Floats:
         """Chunk ``chunk`` of :attr:`chunks` as ``float32 [stored_rows, F]``, outside the cache.

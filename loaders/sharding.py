@@ -125,6 +125,22 @@ class ShardPlan:
         hi = first + (self.rank + 1) * tail // self.world_size
         return self.order[lo:hi]
 
+    def step_ranges(self) -> tuple[Int64s, Int64s]:
+        """Every step at once as ``(first, count)``: step ``s`` is this rank's
+        ``order[(first[s] + j) % len(order)]`` for ``j < count[s]``, the same samples as
+        :meth:`batch` (for a native thread that gathers the steps itself)."""
+        steps = self.num_steps
+        n, size = self.order.shape[0], self.global_batch_size
+        starts = self.start_sample + np.arange(steps, dtype=np.int64) * size
+        first = starts + self.rank * self.batch_size
+        count = np.full(steps, self.batch_size, dtype=np.int64)
+        if steps and starts[-1] + size > n and not self.pad:
+            tail = n - int(starts[-1])
+            lo = int(starts[-1]) + self.rank * tail // self.world_size
+            hi = int(starts[-1]) + (self.rank + 1) * tail // self.world_size
+            first[-1], count[-1] = lo, hi - lo
+        return first, count
+
     def __iter__(self) -> Iterator[Int64s]:
         for step in range(self.num_steps):
             yield self.batch(step)

@@ -159,3 +159,71 @@ def map_file(
     memory-mapped; it holds no descriptor (close `fd` at will) and is unmapped when
     the last view goes.
     """
+
+class SamplePrefetcher:
+    """
+    A native thread that gathers planned batches of a dataset's samples into slots.
+
+    Step s is the samples at positions ``step_first[s] + j`` (modulo ``len(order)``) of
+    ``order`` for ``j < step_count[s]``. Batches come out of :meth:`next` in step order.
+    """
+
+    def __init__(
+        self,
+        gather: ChunkGather,
+        sample_source: numpy.typing.NDArray[numpy.int32],
+        sample_start: numpy.typing.NDArray[numpy.int64],
+        labels: numpy.typing.NDArray[numpy.float32],
+        label_offset: numpy.typing.NDArray[numpy.int64],
+        window: int,
+        order: numpy.typing.NDArray[numpy.int64],
+        step_first: numpy.typing.NDArray[numpy.int64],
+        step_count: numpy.typing.NDArray[numpy.int64],
+        capacity: int,
+        depth: int,
+    ) -> None:
+        """Start the thread; it fills slots as they are added or released."""
+
+    def add_slot(
+        self,
+        features: numpy.typing.NDArray[numpy.float32],
+        labels: numpy.typing.NDArray[numpy.float32],
+    ) -> int:
+        """
+        Add a free slot (``capacity`` samples of features and labels); returns its number.
+
+        The caller keeps both arrays alive until :meth:`stop` has returned.
+        """
+
+    def release(self, slot: int) -> None:
+        """Slot ``slot``'s batch is no longer read: it may be filled again."""
+
+    def next(self, timeout: float) -> tuple[int, int, int, int]:
+        """
+        ``(kind, step, slot, samples)`` of the next batch, waiting up to ``timeout``
+        seconds with the GIL released. kind 0 is a batch, 1 a timeout, 2 the end;
+        an exception that ended the thread is raised (once).
+        """
+
+    def stop(self) -> None:
+        """Stop and join the thread. Idempotent."""
+
+    @property
+    def running(self) -> bool:
+        """Whether the thread is running (False in a forked child)."""
+
+    @property
+    def waiting(self) -> int:
+        """Filled batches not taken yet."""
+
+    @property
+    def slots(self) -> int:
+        """Slots added so far."""
+
+    @property
+    def fill_seconds(self) -> float:
+        """Seconds the thread spent gathering."""
+
+    @property
+    def failed_step(self) -> int:
+        """The step whose gather raised, or -1."""

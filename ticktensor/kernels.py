@@ -11,8 +11,12 @@ import numpy.typing as npt
 from ticktensor import _native
 from ticktensor._memory import fresh_buffer
 
+SamplePrefetcher = _native.SamplePrefetcher
+"""The native batch thread :meth:`ChunkGather.prefetcher` returns."""
+
 __all__ = [
     "ChunkGather",
+    "SamplePrefetcher",
     "ThreadPool",
     "WindowGather",
     "gather_windows",
@@ -363,6 +367,44 @@ class ChunkGather:
             idx, sample_source, sample_start, int(window), out, labels, label_offset, labels_out
         )
         return out, labels_out
+
+    def prefetcher(
+        self,
+        sample_source: npt.NDArray[np.int32],
+        sample_start: npt.NDArray[np.int64],
+        window: int,
+        labels: npt.NDArray[np.float32],
+        label_offset: npt.NDArray[np.int64],
+        order: npt.NDArray[np.int64],
+        steps: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+        capacity: int,
+        depth: int,
+    ) -> SamplePrefetcher:
+        """A native thread gathering the planned batches of a per-sample index into slots.
+
+        Step ``s`` is the samples ``order[(first[s] + j) % len(order)]`` for
+        ``j < count[s]``, where ``steps = (first, count)``; sample ``i`` is read as
+        :meth:`gather_samples` reads it. The thread fills slots added with
+        ``add_slot(features, labels)`` (arrays of ``capacity`` samples, kept alive by the
+        caller until ``stop()``), in step order, at most ``depth`` batches ahead of
+        ``next(timeout)``, which returns ``(kind, step, slot, samples)``; ``release(slot)``
+        lets a slot be filled again. Every chunk the samples read must stay loaded.
+        """
+        first = _as_index_array(steps[0], "steps[0]")
+        count = _as_index_array(steps[1], "steps[1]")
+        return _native.SamplePrefetcher(
+            self._impl,
+            np.ascontiguousarray(sample_source, dtype=np.int32),
+            _as_index_array(sample_start, "sample_start"),
+            np.ascontiguousarray(labels, dtype=np.float32),
+            _as_index_array(label_offset, "label_offset"),
+            int(window),
+            _as_index_array(order, "order"),
+            first,
+            count,
+            int(capacity),
+            int(depth),
+        )
 
     def __repr__(self) -> str:
         return (

@@ -10,6 +10,7 @@ void bind_gather(nb::module_& m);
 void bind_chunk_gather(nb::module_& m);
 void bind_permutation(nb::module_& m);
 void bind_mapped_file(nb::module_& m);
+void bind_sample_prefetcher(nb::module_& m);
 }  // namespace ttpy
 
 NB_MODULE(_native, m) {
@@ -20,4 +21,5 @@ NB_MODULE(_native, m) {
   ttpy::bind_chunk_gather(m);
   ttpy::bind_permutation(m);
   ttpy::bind_mapped_file(m);
+  ttpy::bind_sample_prefetcher(m);
 }

@@ -1,0 +1,242 @@
+"""Batches gathered by a native thread, for passes whose chunks are all loaded.
+
+Once every chunk of a dataset is loaded nothing needs planning, loading or evicting: a
+batch is one native gather. :class:`NativePrefetcher` runs those gathers back to back on
+a C++ thread (:class:`ticktensor.kernels.SamplePrefetcher`) that never takes the GIL,
+where :class:`Prefetcher` runs a Python thread that needs it between batches. The ring
+protocol is the same: a slot is filled again only once the consumer's batches made from
+it are gone, which this side sees from reference counts and reports to the thread.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import torch
+
+from ._prefetch import Prefetcher, PrefetchStats, Slot
+
+if TYPE_CHECKING:
+    from .dataset import WindowDataset
+    from .sharding import ShardPlan
+
+__all__ = ["NativePrefetcher", "Relay"]
+
+_POLL_S: Final = 0.05  # longest native wait, so that Ctrl-C and timeouts are seen
+_BATCH, _TIMEOUT, _END = 0, 1, 2
+
+
+def _stop(native: Any, on_stop: Callable[[], None] | None) -> None:
+    """Stop and join the native thread, then run ``on_stop``; safe from a finalizer."""
+    native.stop()
+    if on_stop is not None:
+        on_stop()
+
+
+class NativePrefetcher(Iterator[tuple[Any, ...]]):
+    """Steps ``first_step..`` of ``plan``, gathered by a native thread, up to ``depth`` ahead.
+
+    Items are ``(step, n, x, y, None)`` with ``x`` and ``y`` zero-copy CPU tensors, as
+    :class:`Prefetcher` with host delivery yields them; the parameters mean the same.
+    ``stats`` and ``slots`` may be the statistics and the slots of the :class:`Prefetcher`
+    that started the pass and handed over; its slots are filled again once free. Every
+    chunk of ``dataset`` must be loaded.
+    """
+
+    def __init__(
+        self,
+        dataset: WindowDataset,
+        plan: ShardPlan,
+        make_slot: Callable[[], Slot],
+        *,
+        depth: int,
+        timeout: float | None,
+        context: str,
+        sample_bytes: int,
+        first_step: int = 0,
+        stats: PrefetchStats | None = None,
+        slots: Sequence[Slot] = (),
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
+        if depth < 1:
+            raise ValueError(f"depth: expected >= 1, got {depth}")
+        self.stats = stats or PrefetchStats()
+        first, count = plan.step_ranges()
+        self._first_step = int(first_step)
+        self._make_slot = make_slot
+        self._native = dataset._native_prefetcher(
+            plan.order,
+            (first[first_step:], count[first_step:]),
+            capacity=plan.batch_size,
+            depth=depth,
+        )
+        self._finalizer = weakref.finalize(self, _stop, self._native, on_stop)
+        self._timeout = timeout if timeout else None
+        self._context = context
+        self._sample_bytes = sample_bytes
+        self._done = False
+        self._slots: dict[int, Slot] = {}  # every slot the thread may still fill
+        self._out: list[int] = []  # slots whose batches the consumer got, oldest first
+        self._depth = depth
+        self._ring = depth + 3  # as Prefetcher: queued, one filling, two with the consumer
+        self._next_step = self._first_step
+        self._fill_s = 0.0
+        self._spare = list(slots)  # a handing-over prefetcher's slots, taken once free
+        for _ in range(depth + 1):
+            self._add_slot()
+
+    def __next__(self) -> tuple[Any, ...]:
+        if self._done:
+            raise StopIteration
+        self._recycle()
+        stats = self.stats
+        stats.depth_seen += self._native.waiting
+        step, slot_number, n = self._get()
+        self._out.append(slot_number)
+        slot = self._slots[slot_number]
+        stats.batches += 1
+        stats.samples += n
+        stats.bytes += n * self._sample_bytes
+        fill_s = self._native.fill_seconds
+        stats.assemble_s += fill_s - self._fill_s
+        self._fill_s = fill_s
+        if stats.first_batch_s is None:
+            stats.first_batch_s = time.perf_counter() - stats.started
+        return step, n, torch.from_numpy(slot.x[:n]), torch.from_numpy(slot.y[:n]), None
+
+    def _recycle(self) -> None:
+        """Give the thread back the slots the consumer let go, and a slot to fill if it
+        has none (a consumer that keeps its batches, e.g. ``list(loader)``)."""
+        kept = []
+        for number in self._out:
+            if self._slots[number].is_free():
+                self._native.release(number)
+            else:
+                kept.append(number)
+        self._out = kept
+        with_thread = len(self._slots) - len(kept)
+        if with_thread > self._depth:
+            return
+        if len(self._slots) >= self._ring:
+            if with_thread > 0:
+                return
+            # The consumer holds every slot: its oldest batch takes its buffers along.
+            del self._slots[kept.pop(0)]
+            self.stats.slots_given_away += 1
+        self._add_slot()
+
+    def _add_slot(self) -> None:
+        free = [i for i, spare in enumerate(self._spare) if spare.is_free()]
+        if free:
+            slot = self._spare.pop(free[0])
+        else:
+            slot = self._make_slot()
+            self.stats.slots_allocated += 1
+        self._slots[self._native.add_slot(slot.x, slot.y)] = slot
+
+    def _get(self) -> tuple[int, int, int]:
+        native = self._native
+        started = time.perf_counter()
+        deadline = None if self._timeout is None else started + self._timeout
+        try:
+            while True:
+                wait = _POLL_S if deadline is None else min(_POLL_S, deadline - time.perf_counter())
+                try:
+                    kind, step, slot, n = native.next(max(wait, 0.0))
+                except BaseException as error:
+                    failed = native.failed_step
+                    self.close()
+                    if failed >= 0:
+                        error.add_note(
+                            f"while assembling batch {self._first_step + failed} "
+                            f"({self._context}) in the loader's native thread"
+                        )
+                    raise
+                if kind == _BATCH:
+                    self._next_step = self._first_step + step + 1
+                    return self._first_step + step, slot, n
+                if kind == _END:
+                    self.close()
+                    raise StopIteration
+                if not native.running and native.waiting == 0:
+                    self.close()
+                    raise RuntimeError(
+                        f"the loader's native thread is not running ({self._context}); a "
+                        "loader made before fork() cannot be iterated in the child"
+                    )
+                if deadline is not None and time.perf_counter() >= deadline:
+                    self.close()
+                    raise TimeoutError(
+                        f"batch {self._next_step} ({self._context}): "
+                        f"not assembled within the DataLoader timeout of {self._timeout:g} s"
+                    )
+        finally:
+            self.stats.wait_s += time.perf_counter() - started
+
+    @property
+    def queue_depth(self) -> int:
+        """Batches assembled and waiting for the consumer right now."""
+        return int(self._native.waiting)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the native thread is running."""
+        return bool(self._native.running)
+
+    def close(self) -> None:
+        """Stop and join the native thread and drop the batches it filled."""
+        self._done = True
+        if self.stats.ended is None:
+            self.stats.ended = time.perf_counter()
+        self._finalizer()
+
+
+class Relay(Iterator[tuple[Any, ...]]):
+    """A pass that starts on a :class:`Prefetcher` and goes on natively once it hands over.
+
+    The first batches of a pass over a dataset whose chunks are not all loaded yet need
+    the Python thread, which loads them; when the last one is in, the prefetcher stops
+    after its current batch and ``then(step, stats, slots)`` makes the engine for the rest.
+    """
+
+    def __init__(
+        self,
+        first: Prefetcher,
+        then: Callable[[int, PrefetchStats, Sequence[Slot]], NativePrefetcher],
+    ) -> None:
+        self.stats = first.stats
+        self._current: Prefetcher | NativePrefetcher = first
+        self._then = then
+
+    def __next__(self) -> tuple[Any, ...]:
+        try:
+            return next(self._current)
+        except StopIteration:
+            current = self._current
+            if not isinstance(current, Prefetcher) or current.handed_over is None:
+                raise
+        self.stats.ended = None  # the pass goes on
+        self._current = self._then(current.handed_over, self.stats, current.slots)
+        return next(self._current)
+
+    @property
+    def engine(self) -> str:
+        """``"python"`` or ``"native"``: which thread assembles the batches now."""
+        return "native" if isinstance(self._current, NativePrefetcher) else "python"
+
+    @property
+    def queue_depth(self) -> int:
+        """Batches assembled and waiting for the consumer right now."""
+        return self._current.queue_depth
+
+    @property
+    def alive(self) -> bool:
+        """Whether the current engine's thread is running."""
+        return self._current.alive
+
+    def close(self) -> None:
+        """Stop whichever engine runs now."""
+        self._current.close()
