@@ -185,7 +185,7 @@ std::int64_t SamplePrefetcher::failed_step() const {
   return state_->failed_step;
 }
 
-void SamplePrefetcher::fill(std::size_t step, std::size_t slot,
+void SamplePrefetcher::fill(std::size_t step, float* features, float* labels,
                             std::vector<std::int64_t>& indices) {
   const Step& plan = steps_[step];
   const auto count = static_cast<std::size_t>(plan.count);
@@ -195,11 +195,10 @@ void SamplePrefetcher::fill(std::size_t step, std::size_t slot,
     indices[j] = order_[position];
     if (++position == order_size_) position = 0;
   }
-  const SlotBuffers buffers = state_->slots[slot];  // Only this thread writes a filling slot.
   const auto per_sample = static_cast<std::size_t>(window_ * gather_.n_features());
   const auto n_labels = static_cast<std::size_t>(index_.n_labels);
-  gather_.gather_samples(indices.data(), count, index_, window_, buffers.features,
-                         count * per_sample, buffers.labels, count * n_labels, pool_);
+  gather_.gather_samples(indices.data(), count, index_, window_, features, count * per_sample,
+                         labels, count * n_labels, pool_);
 }
 
 void SamplePrefetcher::run() {
@@ -207,6 +206,7 @@ void SamplePrefetcher::run() {
   std::vector<std::int64_t> indices;
   for (std::size_t step = 0; step < steps_.size(); ++step) {
     std::size_t slot = 0;
+    SlotBuffers buffers{};  // Copied under the lock: add_slot() may grow `slots` meanwhile.
     {
       std::unique_lock<std::mutex> lock(s.mutex);
       s.producer_cv.wait(lock,
@@ -215,10 +215,11 @@ void SamplePrefetcher::run() {
       slot = s.free.front();
       s.free.pop_front();
       s.slots[slot].state = SlotState::kFilling;
+      buffers = s.slots[slot];
     }
     const auto started = std::chrono::steady_clock::now();
     try {
-      fill(step, slot, indices);
+      fill(step, buffers.features, buffers.labels, indices);
     } catch (...) {
       std::lock_guard<std::mutex> lock(s.mutex);
       s.error = std::current_exception();

@@ -79,7 +79,7 @@ class SamplePrefetcher {
   struct State;
 
   void run();
-  void fill(std::size_t step, std::size_t slot, std::vector<std::int64_t>& indices);
+  void fill(std::size_t step, float* features, float* labels, std::vector<std::int64_t>& indices);
 
   const ChunkGather& gather_;
   ChunkGather::SampleIndex index_;
