@@ -651,8 +651,9 @@ class _FastIterator(Iterator[Batch]):
 class _Orders:
     """Epoch orders, computed ahead in a short-lived thread so that ``iter()`` rarely waits.
 
-    A uniform order over D1's 16 M samples takes about 0.6 s: the order of the first
-    epoch is started when the loader is built, the next epoch's halfway through a pass.
+    A uniform order over D1's 16 M samples takes about 0.2 s (numpy's: 0.6 s): the order of
+    the first epoch is started when the loader is built, the next epoch's halfway through
+    a pass.
     At most the orders of the current and the next epoch are kept.
     """
 
