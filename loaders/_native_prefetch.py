@@ -10,6 +10,7 @@ it are gone, which this side sees from reference counts and reports to the threa
 
 from __future__ import annotations
 
+import os
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -78,6 +79,7 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
         self._context = context
         self._sample_bytes = sample_bytes
         self._done = False
+        self._pid = os.getpid()
         self._slots: dict[int, Slot] = {}  # every slot the thread may still fill
         self._out: list[int] = []  # slots whose batches the consumer got, oldest first
         self._depth = depth
@@ -91,6 +93,13 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
     def __next__(self) -> tuple[Any, ...]:
         if self._done:
             raise StopIteration
+        if os.getpid() != self._pid:
+            self.close()
+            raise RuntimeError(
+                f"the loader's native thread runs in process {self._pid} ({self._context}); "
+                "an iterator made before fork() cannot go on in the child: iterate the "
+                "loader again there"
+            )
         self._recycle()
         stats = self.stats
         stats.depth_seen += self._native.waiting
@@ -161,11 +170,10 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
                 if kind == _END:
                     self.close()
                     raise StopIteration
-                if not native.running and native.waiting == 0:
+                if not native.running:  # a finished thread reports the end instead
                     self.close()
                     raise RuntimeError(
-                        f"the loader's native thread is not running ({self._context}); a "
-                        "loader made before fork() cannot be iterated in the child"
+                        f"the loader's native thread is not running ({self._context})"
                     )
                 if deadline is not None and time.perf_counter() >= deadline:
                     self.close()

@@ -43,6 +43,8 @@ struct SamplePrefetcher::State {
   std::thread thread;
 };
 
+bool SamplePrefetcher::forked() const { return static_cast<long>(::getpid()) != owner_pid_; }
+
 SamplePrefetcher::SamplePrefetcher(const ChunkGather& gather, const ChunkGather::SampleIndex& index,
                                    std::int64_t window, const std::int64_t* order,
                                    std::size_t order_size, std::vector<Step> steps,
@@ -75,7 +77,7 @@ SamplePrefetcher::SamplePrefetcher(const ChunkGather& gather, const ChunkGather:
 }
 
 SamplePrefetcher::~SamplePrefetcher() {
-  if (static_cast<long>(::getpid()) != owner_pid_) {
+  if (forked()) {
     // The thread exists only in the parent: joining it would wait forever and destroying
     // a joinable std::thread terminates. Leak the state instead.
     static_cast<void>(state_.release());  // Intentional leak.
@@ -94,6 +96,7 @@ std::size_t SamplePrefetcher::add_slot(float* features, std::size_t feature_elem
                         " label elements, got " + std::to_string(feature_elements) + " and " +
                         std::to_string(label_elements));
   }
+  if (forked()) return 0;
   std::size_t slot = 0;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -106,6 +109,7 @@ std::size_t SamplePrefetcher::add_slot(float* features, std::size_t feature_elem
 }
 
 void SamplePrefetcher::release(std::size_t slot) {
+  if (forked()) return;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (slot >= state_->slots.size()) {
@@ -124,7 +128,7 @@ void SamplePrefetcher::release(std::size_t slot) {
 
 SamplePrefetcher::Batch SamplePrefetcher::next(double timeout_s) {
   Batch batch;
-  if (static_cast<long>(::getpid()) != owner_pid_) return batch;  // No thread fills it here.
+  if (forked()) return batch;  // No thread fills it here.
   State& s = *state_;
   std::unique_lock<std::mutex> lock(s.mutex);
   const auto ready = [&s] { return !s.filled.empty() || s.finished || s.stop; };
@@ -147,7 +151,7 @@ SamplePrefetcher::Batch SamplePrefetcher::next(double timeout_s) {
 }
 
 void SamplePrefetcher::stop() {
-  if (static_cast<long>(::getpid()) != owner_pid_) return;  // No thread to stop here.
+  if (forked()) return;  // No thread to stop here.
   State& s = *state_;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -160,27 +164,31 @@ void SamplePrefetcher::stop() {
 }
 
 bool SamplePrefetcher::running() const {
-  if (static_cast<long>(::getpid()) != owner_pid_) return false;
+  if (forked()) return false;
   std::lock_guard<std::mutex> lock(state_->mutex);
   return !state_->finished;
 }
 
 std::size_t SamplePrefetcher::waiting() const {
+  if (forked()) return 0;
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->filled.size();
 }
 
 std::size_t SamplePrefetcher::slots() const {
+  if (forked()) return 0;
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->slots.size();
 }
 
 double SamplePrefetcher::fill_seconds() const {
+  if (forked()) return 0.0;
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->fill_seconds;
 }
 
 std::int64_t SamplePrefetcher::failed_step() const {
+  if (forked()) return -1;
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->failed_step;
 }

@@ -25,8 +25,10 @@ namespace tt {
 // next() hands out filled batches in step order. An exception thrown while gathering a
 // step ends the thread; next() returns the batches before it, then rethrows it.
 //
-// Fork: a child process inherits the object but not its thread. There, running() is
-// false, next() reports nothing, and the destructor leaves the (absent) thread alone.
+// Fork: a child process inherits the object but not its thread (and maybe a lock that
+// thread held). There every call is inert and takes no lock: running() is false, next()
+// reports a timeout, waiting() 0, add_slot() and release() do nothing, and the destructor
+// leaves the (absent) thread alone.
 class SamplePrefetcher {
  public:
   struct Step {
@@ -78,6 +80,7 @@ class SamplePrefetcher {
  private:
   struct State;
 
+  bool forked() const;  // Whether this is a child process forked after construction.
   void run();
   void fill(std::size_t step, float* features, float* labels, std::vector<std::int64_t>& indices);
 
