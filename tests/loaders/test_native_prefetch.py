@@ -6,8 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.native.test_sample_prefetcher import os_threads, wait_for_child, wait_until
 from ticktensor.loaders import SequentialOrder, UniformOrder, WindowDataset
 from ticktensor.loaders._native_prefetch import NativePrefetcher, Relay
 from ticktensor.loaders._prefetch import Prefetcher
@@ -74,34 +74,6 @@ def copied(batch: Batch) -> Batch:
 def copies(iterator: Iterator[Batch]) -> list[Batch]:
     """Every batch, copied."""
     return [copied(batch) for batch in iterator]
-
-
-def os_threads() -> set[int]:
-    """Ids of this process's OS threads (native threads included)."""
-    return {int(tid) for tid in os.listdir("/proc/self/task")}
-
-
-def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        gc.collect()
-        time.sleep(0.01)
-    return condition()
-
-
-def wait_for_child(pid: int, seconds: float) -> int:
-    """The child's exit code; kills it and fails the test when it runs past ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    pytest.fail(f"the forked child did not end within {seconds} s")
 
 
 # -- the plan as (first, count) ----------------------------------------------------------------
