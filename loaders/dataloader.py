@@ -317,6 +317,18 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             self._last_stats = resident.stats
             self._last = weakref.ref(resident)
             return _FastIterator(self, self._generation, plan, resident)
+        context = (
+            f"epoch {epoch}, rank {self.rank} of {self.world_size}, from global sample {start}"
+        )
+        source = self._host_batches(dataset, plan, context)
+        iterator = _FastIterator(self, self._generation, plan, source)
+        self._last = weakref.ref(source)
+        self._last_stats = source.stats
+        return iterator
+
+    def _host_batches(self, dataset: WindowDataset, plan: ShardPlan, context: str) -> _Batches:
+        """The pass's batches in host buffers: the Python thread (which loads chunks), the
+        native one once every chunk is loaded, or DALI's pipeline over the Python one."""
         x_shape = (self.batch_size, dataset.window, dataset.n_features)
         y_shape = (self.batch_size, dataset.n_labels)
         pin = self.pin_memory
@@ -336,9 +348,6 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             dataset._get_batch(indices, slot.x[:n], slot.y[:n], chunks, upcoming)
             return n
 
-        context = (
-            f"epoch {epoch}, rank {self.rank} of {self.world_size}, from global sample {start}"
-        )
         sample_bytes = 4 * (dataset.window * dataset.n_features + dataset.n_labels)
         # Host batches straight to the consumer: once every chunk is loaded, a native thread
         # assembles them (no GIL between batches); until then the Python thread, which loads.
@@ -361,31 +370,25 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
                 on_stop=dataset.cache.stop_threads,
             )
 
-        source: _Batches
         if native and dataset.cache.complete:
-            source = native_from(0)
-        else:
-            prefetcher = Prefetcher(
-                fill,
-                range(plan.num_steps),
-                lambda: Slot(x_shape, y_shape, pin),
-                self._delivery,
-                depth=self.prefetch,
-                timeout=self.timeout,
-                name=f"ticktensor-loader-{next(_threads)}",
-                context=context,
-                sample_bytes=sample_bytes,
-                on_stop=dataset.cache.stop_threads,
-                extra_slots=0 if self._dali is None else self._dali.held_batches,
-                handover=(lambda: dataset.cache.complete) if native else None,
-            )
-            source = Relay(prefetcher, native_from) if native else prefetcher
-            if self._dali is not None:
-                source = self._through_dali(prefetcher)
-        iterator = _FastIterator(self, self._generation, plan, source)
-        self._last = weakref.ref(source)
-        self._last_stats = source.stats
-        return iterator
+            return native_from(0)
+        prefetcher = Prefetcher(
+            fill,
+            range(plan.num_steps),
+            lambda: Slot(x_shape, y_shape, pin),
+            self._delivery,
+            depth=self.prefetch,
+            timeout=self.timeout,
+            name=f"ticktensor-loader-{next(_threads)}",
+            context=context,
+            sample_bytes=sample_bytes,
+            on_stop=dataset.cache.stop_threads,
+            extra_slots=0 if self._dali is None else self._dali.held_batches,
+            handover=(lambda: dataset.cache.complete) if native else None,
+        )
+        if self._dali is not None:
+            return self._through_dali(prefetcher)
+        return Relay(prefetcher, native_from) if native else prefetcher
 
     def _dali_normalization(self, dataset: WindowDataset) -> tuple[Any, Any] | None:
         """``(mean, std)`` for DALI to apply, or ``None``; errors before any thread starts."""
