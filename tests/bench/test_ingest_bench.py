@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ticktensor.bench.ingest import WARMUP_ROWS, generate
+from ticktensor.bench.ingest import WARMUP_ROWS, generate, run_ingest
+from ticktensor.bench.results import Results
+from ticktensor.errors import TickTensorError
 
 
 @pytest.mark.parametrize("method", ["ticktensor_csv", "pyarrow_csv_parquet"])
@@ -31,3 +33,12 @@ def test_child_warms_up_then_converts_the_whole_csv(tmp_path: Path, method: str)
     assert report["seconds"] > 0
     assert any(out.rglob("*.parquet"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "trades.csv"]  # no leftovers
+
+
+def test_baselines_can_be_left_out_and_unknown_ones_are_refused(tmp_path: Path) -> None:
+    results = Results(meta={})
+    run_ingest(2 * WARMUP_ROWS, results, baselines=(), work=tmp_path, repeats=1, say=print)
+    assert [row["name"] for row in results.ingest] == ["ticktensor_csv"]
+    assert results.ingest[0]["rows"] == 2 * WARMUP_ROWS
+    with pytest.raises(TickTensorError, match="unknown \\['polars'\\]"):
+        run_ingest(2 * WARMUP_ROWS, Results(meta={}), baselines=("polars",), work=tmp_path)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,9 @@ def run_pandas(csv: Path, out: Path) -> int:
     return len(df)
 
 
+BASELINES = ("pyarrow_csv_parquet", "pandas_zarr")
+"""The methods ticktensor's ingest is compared with."""
+
 WARMUP_ROWS = 1_000
 """Rows of the untimed first run each method makes in its process."""
 
@@ -192,7 +195,7 @@ def run_ingest(
     days: int = 2,
     workers: int | None = None,
     work: Path = Path("build/bench-ingest"),
-    skip_pandas: bool = False,
+    baselines: Sequence[str] = ("pyarrow_csv_parquet", "pandas_zarr"),
     repeats: int = 3,
     say: Callable[[str], None] = print,
 ) -> None:
@@ -212,7 +215,10 @@ def run_ingest(
             f"# generated {csv} ({csv.stat().st_size / 1e6:,.0f} MB) "
             f"in {time.perf_counter() - t0:.1f} s"
         )
-    methods = ["ticktensor_csv", "pyarrow_csv_parquet"] + ([] if skip_pandas else ["pandas_zarr"])
+    unknown = sorted(set(baselines) - set(BASELINES))
+    if unknown:
+        raise TickTensorError(f"ingest baselines: unknown {unknown}, expected some of {BASELINES}")
+    methods = ["ticktensor_csv", *(b for b in BASELINES if b in baselines)]
     say(
         f"# ingest: {rows:,} CSV trade rows ({csv.stat().st_size / 1e6:,.0f} MB), "
         f"{workers} workers: {', '.join(methods)}; {max(1, repeats)} turns, median run"

@@ -27,6 +27,7 @@ def execute(
     options: BenchOptions,
     *,
     ingest_rows: int,
+    ingest_baselines: Sequence[str] = ("pyarrow_csv_parquet", "pandas_zarr"),
     json_path: Path | None = None,
     plot_path: Path | None = None,
     show_markdown: bool = False,
@@ -52,7 +53,13 @@ def execute(
     if part in ("ingest", "all"):
         from .ingest import run_ingest
 
-        run_ingest(ingest_rows, results, repeats=min(3, options.repeats), say=say)
+        run_ingest(
+            ingest_rows,
+            results,
+            baselines=ingest_baselines,
+            repeats=min(3, options.repeats),
+            say=say,
+        )
     results.meta["seconds"] = round(time.perf_counter() - started, 1)
     results.meta["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     say("")

@@ -99,6 +99,12 @@ def _add_timing_arguments(parser: argparse.ArgumentParser) -> None:
     timing.add_argument(
         "--ingest-rows", type=int, help="CSV rows of bench ingest (10,000,000; --quick 1,000,000)"
     )
+    timing.add_argument(
+        "--ingest-baselines",
+        nargs="*",
+        choices=("pyarrow_csv_parquet", "pandas_zarr"),
+        help="baselines of bench ingest (both; none or one for a file too large for them)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--json", type=Path, help="write the results (with machine, versions, commit, command)"
@@ -136,6 +142,11 @@ def run_bench(args: argparse.Namespace) -> int:
         workload,
         options,
         ingest_rows=args.ingest_rows or int(preset["ingest_rows"]),
+        ingest_baselines=(
+            ("pyarrow_csv_parquet", "pandas_zarr")
+            if args.ingest_baselines is None
+            else tuple(args.ingest_baselines)
+        ),
         json_path=args.json,
         plot_path=args.plot,
         show_markdown=args.markdown,
