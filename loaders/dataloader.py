@@ -44,7 +44,9 @@ class DataLoader(Iterable[Any]):
     everything is delegated to it.
 
     Otherwise (the fast path) each batch is gathered by the native kernel in one call,
-    in a background thread, into a ring of preallocated buffers (page-locked when
+    in a background thread (a C++ one that never takes the GIL once every chunk of the
+    dataset is loaded, for host batches; set ``native_engine = False`` on the loader to
+    keep the Python one), into a ring of preallocated buffers (page-locked when
     ``pin_memory=True`` and CUDA is present; without CUDA pinning is a no-op), and
     handed out zero-copy as ``(x [B, W, F] float32, y [B, L] float32)`` tensors. A
     buffer is refilled only once no batch made from it is referenced any more, so a
