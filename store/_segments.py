@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +18,10 @@ from ._guard import GuardedStore
 from ._layout import Layout
 from ._location import Location, safe_component
 from ._manifest import FORMAT_VERSION, FileEntry, SegmentRecord, SourceFile, sha256_hex
+from ._zarr_write import array_files, group_file
 
 __all__ = [
     "SegmentArrays",
-    "hash_files",
     "open_segment",
     "read_array",
     "segment_content_hash",
@@ -134,7 +134,6 @@ def write_segment(
     )
     rel = segment_path(symbol, session, content_hash)
     location.remove_tree(rel)
-    store = location.zarr_store(rel, read_only=False)
     attrs = {
         "ticktensor": {
             "format_version": FORMAT_VERSION,
@@ -145,9 +144,10 @@ def write_segment(
             "content_hash": content_hash,
         }
     }
-    with location._naming(rel):
-        group = zarr.create_group(store, attributes=attrs, zarr_format=3)
-        _write_arrays(group, ts, values, labels, feature_names, label_names, layout)
+    files: dict[str, FileEntry] = {}
+    for key, data in _segment_files(attrs, ts, values, labels, feature_names, label_names, layout):
+        location.write_atomic(f"{rel}/{key}", data, durable=False)
+        files[key] = FileEntry(sha256_hex(data), len(data))
     n = int(ts.shape[0])
     return SegmentRecord(
         symbol=symbol,
@@ -158,67 +158,38 @@ def write_segment(
         ts_end=int(ts[-1]),
         layout=layout.to_dict(),
         content_hash=content_hash,
-        files=hash_files(location, rel),
+        files=files,
         feature_names=tuple(feature_names),
         label_names=tuple(label_names),
         sources=tuple(sources),
     )
 
 
-def _write_arrays(
-    group: zarr.Group,
+def _segment_files(
+    attrs: dict[str, Any],
     ts: npt.NDArray[np.int64],
     values: npt.NDArray[np.float32],
     labels: npt.NDArray[np.float32] | None,
     feature_names: Sequence[str],
     label_names: Sequence[str],
     layout: Layout,
-) -> None:
-    n = int(ts.shape[0])
-    rows = min(layout.chunk_rows, n)
-    group.create_array(
-        "ts",
-        shape=(n,),
-        chunks=(rows,),
-        dtype="int64",
-        fill_value=0,
-        compressors=layout.compressors(8),
-        dimension_names=["time"],
-    )[...] = ts
-    _write_matrix(group, "values", values, feature_names, "feature", rows, layout)
+) -> Iterator[tuple[str, bytes]]:
+    """The segment's files as ``(key, bytes)``: the group, ``ts``, and the float32
+    ``[time, column]`` matrices ``values`` and ``labels``, chunked along time only and
+    their columns named; written directly, as zarr-python writes them."""
+    rows = min(layout.chunk_rows, int(ts.shape[0]))
+    yield "zarr.json", group_file(attrs)
+    arrays: list[tuple[str, npt.NDArray[Any], list[str], dict[str, Any] | None]] = [
+        ("ts", ts, ["time"], None),
+        ("values", values, ["time", "feature"], {"feature_names": list(feature_names)}),
+    ]
     if label_names and labels is not None:
-        _write_matrix(group, "labels", labels, label_names, "label", rows, layout)
-
-
-def _write_matrix(
-    group: zarr.Group,
-    name: str,
-    data: npt.NDArray[np.float32],
-    columns: Sequence[str],
-    dimension: str,
-    rows: int,
-    layout: Layout,
-) -> None:
-    """A float32 ``[time, column]`` array chunked along time only, columns named."""
-    group.create_array(
-        name,
-        shape=(data.shape[0], len(columns)),
-        chunks=(rows, len(columns)),
-        dtype="float32",
-        fill_value=float("nan"),
-        compressors=layout.compressors(4),
-        dimension_names=["time", dimension],
-        attributes={f"{dimension}_names": list(columns)},
-    )[...] = data
-
-
-def hash_files(location: Location, rel: str) -> dict[str, FileEntry]:
-    """Hash every file below ``rel`` as it is stored (encoded chunk bytes)."""
-    out = {}
-    for name in location.find(rel):
-        data = location.read_bytes(f"{rel}/{name}")
-        out[name] = FileEntry(sha256_hex(data), len(data))
-    return out
+        arrays.append(("labels", labels, ["time", "label"], {"label_names": list(label_names)}))
+    for name, data, dims, attributes in arrays:
+        for key, encoded in array_files(
+            data, rows, layout, dimension_names=dims, attributes=attributes
+        ):
+            yield f"{name}/{key}", encoded
 
 
 def open_segment(

@@ -24,7 +24,6 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys
     import numpy as np
-    import zarr.storage
     from ticktensor.store import Store, _location
 
     url, crash_at, arg = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -33,18 +32,15 @@ CHILD = textwrap.dedent(
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
-    writes = 0
-    orig_set = zarr.storage.LocalStore.set
-    async def counting_set(self, key, value):
-        global writes
-        writes += 1
-        if crash_at == "chunk" and writes == arg:
-            die()
-        return await orig_set(self, key, value)
-    zarr.storage.LocalStore.set = counting_set
+    writes = 0  # files of segments written so far (metadata and chunks)
 
     orig_write = _location.Location.write_atomic
-    def write_atomic(self, rel, data):
+    def write_atomic(self, rel, data, **options):
+        global writes
+        if rel.startswith("segments/"):
+            writes += 1
+            if crash_at == "chunk" and writes == arg:
+                die()
         if crash_at == "table" and rel.startswith("events/"):
             die()
         if crash_at == "manifest" and rel.startswith("versions/"):
@@ -52,7 +48,7 @@ CHILD = textwrap.dedent(
             die()
         if crash_at == "pointer" and rel == "latest.json":
             die()
-        return orig_write(self, rel, data)
+        return orig_write(self, rel, data, **options)
     _location.Location.write_atomic = write_atomic
 
     orig_replace = os.replace
