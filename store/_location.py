@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -178,6 +180,27 @@ class Location:
         if durable:
             _fsync_dir(os.path.dirname(target))
 
+    def flush(self) -> None:
+        """Make every file written to this store so far durable, renames included.
+
+        The commit calls it once before it writes the manifest, instead of an fsync per
+        data file (a wide universe writes hundreds of tables and segment files). Local
+        stores: one ``syncfs(2)`` of the store's filesystem (``os.sync()`` where the
+        platform has no ``syncfs``). Object stores store each PUT durably already.
+        """
+        if not self.is_local:
+            return
+        if _SYNCFS is None:
+            os.sync()
+            return
+        fd = os.open(self.path(""), os.O_RDONLY)
+        try:
+            if _SYNCFS(fd) != 0:
+                errno = ctypes.get_errno()
+                raise StoreError(errno, f"{os.strerror(errno)} (flushing)", self.display(""))
+        finally:
+            os.close(fd)
+
     @contextlib.contextmanager
     def open_atomic(self, rel: str) -> Iterator[Any]:
         """A binary file to stream into; it appears at ``rel`` whole, or not at all.
@@ -257,6 +280,19 @@ class Location:
         return FsspecStore.from_url(
             url, storage_options=self.storage_options or None, read_only=read_only
         )
+
+
+def _syncfs() -> Any:
+    """libc's ``syncfs`` (Linux), or ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+_SYNCFS = _syncfs()
 
 
 def _fsync_dir(path: str) -> None:

@@ -146,7 +146,7 @@ def write_segment(
     }
     files: dict[str, FileEntry] = {}
     for key, data in _segment_files(attrs, ts, values, labels, feature_names, label_names, layout):
-        location.write_atomic(f"{rel}/{key}", data, durable=False)
+        location.write_atomic(f"{rel}/{key}", data, durable=False)  # flushed at the commit
         files[key] = FileEntry(sha256_hex(data), len(data))
     n = int(ts.shape[0])
     return SegmentRecord(

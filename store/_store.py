@@ -347,6 +347,7 @@ class Store:
             ):
                 return StoreVersion(self._location, base)
             self._check_written([*segments, *tables])
+            self._location.flush()  # the new data files reach the disk before the manifest
             manifest = Manifest(
                 version=latest + 1,
                 parent=latest,

@@ -65,7 +65,7 @@ def write_table(
 ) -> TableRecord:
     """Store ``data`` (``encode_table(table)``) and return the table's record."""
     rel = table_path(kind, symbol, session, data)
-    location.write_atomic(rel, data)
+    location.write_atomic(rel, data, durable=False)  # the commit flushes it (Location.flush)
     start, end = _ts_range(table)
     return TableRecord(
         kind=kind,

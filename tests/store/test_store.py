@@ -192,3 +192,31 @@ def test_event_tables_roundtrip(store_url: str) -> None:
         ).version
         == 1
     )
+
+
+def test_commit_flushes_new_files_once_before_the_manifest(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ticktensor.store._location import Location
+
+    store = Store.create(str(tmp_path), layout=Layout(codec="zstd", chunk_rows=256))
+    events: list[str] = []
+    write = Location.write_atomic
+    flush = Location.flush
+
+    def recording_write(self: Location, rel: str, data: bytes, **options: bool) -> None:
+        events.append(f"write {rel.split('/', maxsplit=1)[0]}")
+        write(self, rel, data, **options)
+
+    def recording_flush(self: Location) -> None:
+        events.append("flush")
+        flush(self)  # the real syncfs, which must not fail on a local store
+
+    monkeypatch.setattr(Location, "write_atomic", recording_write)
+    monkeypatch.setattr(Location, "flush", recording_flush)
+    record = write_series(store, make_series("AAPL", 0))
+    store.commit(segments=[record])
+    assert events.count("flush") == 1
+    flushed = events.index("flush")
+    assert set(events[:flushed]) == {"write segments"}  # data first, not flushed one by one
+    assert events[flushed + 1 :] == ["write versions", "write latest.json"]
