@@ -81,11 +81,12 @@ class PyChunkGather {
     std::swap(owners_[chunk], dropped);
   }
 
-  void gather_samples(const IndexArray& indices, const SourceIds& sample_source,
-                      const IndexArray& sample_start, std::int64_t window, nb::handle out_obj,
-                      const LabelArray& labels, const IndexArray& label_offset,
-                      const LabelsOut& labels_out) const {
-    const std::size_t batch = indices.shape(0);
+  // A dataset's per-sample index over these arrays (borrowed: the caller keeps them), or
+  // ArgumentError when their lengths disagree with each other or with the sources.
+  tt::ChunkGather::SampleIndex sample_index(const SourceIds& sample_source,
+                                            const IndexArray& sample_start,
+                                            const LabelArray& labels,
+                                            const IndexArray& label_offset) const {
     if (sample_source.shape(0) != sample_start.shape(0)) {
       throw tt::ArgumentError("sample_source and sample_start: expected the same length, got " +
                               std::to_string(sample_source.shape(0)) + " and " +
@@ -96,15 +97,7 @@ class PyChunkGather {
                               std::to_string(core_.n_sources()) + "), got " +
                               std::to_string(label_offset.shape(0)));
     }
-    if (labels_out.shape(0) != batch || labels_out.shape(1) != labels.shape(1)) {
-      throw tt::ArgumentError("labels_out: expected shape (" + std::to_string(batch) + ", " +
-                              std::to_string(labels.shape(1)) + "), got " + shape_text(labels_out));
-    }
-    if (window < 1) {
-      throw tt::ArgumentError("window: expected >= 1, got " + std::to_string(window));
-    }
-    OutArray out = to_out(out_obj, batch, window, core_.n_features());
-    const tt::ChunkGather::SampleIndex index{
+    return {
         sample_source.data(),
         sample_start.data(),
         sample_start.shape(0),
@@ -113,6 +106,23 @@ class PyChunkGather {
         static_cast<std::int64_t>(labels.shape(1)),
         label_offset.data(),
     };
+  }
+
+  void gather_samples(const IndexArray& indices, const SourceIds& sample_source,
+                      const IndexArray& sample_start, std::int64_t window, nb::handle out_obj,
+                      const LabelArray& labels, const IndexArray& label_offset,
+                      const LabelsOut& labels_out) const {
+    const std::size_t batch = indices.shape(0);
+    const tt::ChunkGather::SampleIndex index =
+        sample_index(sample_source, sample_start, labels, label_offset);
+    if (labels_out.shape(0) != batch || labels_out.shape(1) != labels.shape(1)) {
+      throw tt::ArgumentError("labels_out: expected shape (" + std::to_string(batch) + ", " +
+                              std::to_string(labels.shape(1)) + "), got " + shape_text(labels_out));
+    }
+    if (window < 1) {
+      throw tt::ArgumentError("window: expected >= 1, got " + std::to_string(window));
+    }
+    OutArray out = to_out(out_obj, batch, window, core_.n_features());
     nb::gil_scoped_release release;
     core_.gather_samples(indices.data(), batch, index, window, static_cast<float*>(out.data()),
                          out.size(), labels_out.data(), labels_out.size(), *pool_);

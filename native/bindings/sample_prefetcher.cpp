@@ -40,16 +40,9 @@ class PySamplePrefetcher {
         label_offset_(label_offset),
         order_(order) {
     PyChunkGather& owner = nb::cast<PyChunkGather&>(gather_);
-    if (sample_source.shape(0) != sample_start.shape(0)) {
-      throw tt::ArgumentError("sample_source and sample_start: expected the same length, got " +
-                              std::to_string(sample_source.shape(0)) + " and " +
-                              std::to_string(sample_start.shape(0)));
-    }
-    if (label_offset.shape(0) != owner.core().n_sources()) {
-      throw tt::ArgumentError("label_offset: expected one entry per source (" +
-                              std::to_string(owner.core().n_sources()) + "), got " +
-                              std::to_string(label_offset.shape(0)));
-    }
+    // Read through the members: they hold the arrays as long as the core borrows them.
+    const tt::ChunkGather::SampleIndex index =
+        owner.sample_index(sample_source_, sample_start_, labels_, label_offset_);
     if (step_first.shape(0) != step_count.shape(0)) {
       throw tt::ArgumentError("step_first and step_count: expected the same length, got " +
                               std::to_string(step_first.shape(0)) + " and " +
@@ -59,15 +52,6 @@ class PySamplePrefetcher {
     for (std::size_t s = 0; s < steps.size(); ++s) {
       steps[s] = {step_first.data()[s], step_count.data()[s]};
     }
-    const tt::ChunkGather::SampleIndex index{
-        sample_source_.data(),
-        sample_start_.data(),
-        sample_start_.shape(0),
-        labels_.data(),
-        static_cast<std::int64_t>(labels_.shape(0)),
-        static_cast<std::int64_t>(labels_.shape(1)),
-        label_offset_.data(),
-    };
     core_ = std::make_unique<tt::SamplePrefetcher>(owner.core(), index, window, order_.data(),
                                                    order_.shape(0), std::move(steps), capacity,
                                                    depth, owner.pool());

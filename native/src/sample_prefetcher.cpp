@@ -1,8 +1,6 @@
 // tt::SamplePrefetcher: one thread gathers planned steps into free slots, in step order.
 #include "ticktensor/sample_prefetcher.hpp"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -12,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "process.hpp"
 #include "ticktensor/errors.hpp"
 
 namespace tt {
@@ -43,7 +42,7 @@ struct SamplePrefetcher::State {
   std::thread thread;
 };
 
-bool SamplePrefetcher::forked() const { return static_cast<long>(::getpid()) != owner_pid_; }
+bool SamplePrefetcher::forked() const { return forked_since(owner_pid_); }
 
 SamplePrefetcher::SamplePrefetcher(const ChunkGather& gather, const ChunkGather::SampleIndex& index,
                                    std::int64_t window, const std::int64_t* order,
@@ -59,7 +58,7 @@ SamplePrefetcher::SamplePrefetcher(const ChunkGather& gather, const ChunkGather:
       depth_(depth),
       pool_(pool),
       state_(std::make_unique<State>()),
-      owner_pid_(static_cast<long>(::getpid())) {
+      owner_pid_(current_pid()) {
   if (window < 1) throw ArgumentError("window: expected >= 1, got " + std::to_string(window));
   if (depth == 0) throw ArgumentError("depth: expected >= 1, got 0");
   for (std::size_t s = 0; s < steps_.size(); ++s) {

@@ -1,14 +1,13 @@
 // tt::ThreadPool: fixed workers, a FIFO of jobs, callers participate in their own job.
 #include "ticktensor/thread_pool.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
 #include <thread>
 
+#include "process.hpp"
 #include "ticktensor/errors.hpp"
 
 namespace tt {
@@ -27,12 +26,6 @@ struct ThreadPool::Job {
   std::exception_ptr error;
 };
 
-namespace {
-
-bool forked_since(long pid) { return static_cast<long>(::getpid()) != pid; }
-
-}  // namespace
-
 ThreadPool::ThreadPool(std::size_t n_threads)
     : state_(std::make_unique<State>()),
       workers_(state_->workers),
@@ -41,7 +34,7 @@ ThreadPool::ThreadPool(std::size_t n_threads)
       done_cv_(state_->done_cv),
       queue_(state_->queue),
       stop_(state_->stop),
-      owner_pid_(static_cast<long>(::getpid())) {
+      owner_pid_(current_pid()) {
   if (n_threads == 0) {
     throw ArgumentError("ThreadPool: n_threads must be >= 1, got 0");
   }
@@ -76,6 +69,14 @@ ThreadPool::~ThreadPool() {
   }
   work_cv_.notify_all();
   for (auto& worker : workers_) worker.join();
+}
+
+void ThreadPool::retire(Job* job) {
+  auto it = std::find(queue_.begin(), queue_.end(), job);
+  if (it != queue_.end()) {
+    queue_.erase(it);
+    state_->pending.fetch_sub(1, std::memory_order_release);
+  }
 }
 
 void ThreadPool::run_ranges(Job& job) noexcept {
@@ -129,12 +130,7 @@ void ThreadPool::worker_loop() {
     lock.unlock();
     run_ranges(*job);
     lock.lock();
-    // Every item of this job is claimed now: retire it so idle workers move on.
-    auto it = std::find(queue_.begin(), queue_.end(), job);
-    if (it != queue_.end()) {
-      queue_.erase(it);
-      state_->pending.fetch_sub(1, std::memory_order_release);
-    }
+    retire(job);  // Every item of this job is claimed now: idle workers move on.
     if (job->active.fetch_sub(1, std::memory_order_acq_rel) == 1) done_cv_.notify_all();
   }
 }
@@ -170,11 +166,7 @@ void ThreadPool::parallel_for(std::size_t n_items, const RangeFn& fn, std::size_
 
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    auto it = std::find(queue_.begin(), queue_.end(), &job);
-    if (it != queue_.end()) {
-      queue_.erase(it);
-      state_->pending.fetch_sub(1, std::memory_order_release);
-    }
+    retire(&job);
     // No worker can join the job now; wait for those in it to finish their ranges.
     if (job.active.load(std::memory_order_acquire) != 0) {
       lock.unlock();

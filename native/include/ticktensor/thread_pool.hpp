@@ -48,6 +48,8 @@ class ThreadPool {
   struct Job;
 
   void worker_loop();
+  // Takes `job` off the queue if it is still there; the caller holds the pool mutex.
+  void retire(Job* job);
   static void run_ranges(Job& job) noexcept;
 
   // The threads and their locks live on the heap: a forked child leaks them, since
