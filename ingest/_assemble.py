@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from ticktensor.ingest import _quarantine
 from ticktensor.ingest._feature_rows import CLOCK_INPUTS
-from ticktensor.ingest._staging import Staging
+from ticktensor.ingest._staging import Staging, repeated
 from ticktensor.schemas import EventKind, FeatureSpec, conform
 from ticktensor.store import Layout, SegmentRecord, SourceFile, Store, TableRecord
 
@@ -122,9 +122,7 @@ def conform_with_extra(table: pa.Table, kind: EventKind, symbol: str) -> pa.Tabl
     """
     if "symbol" not in table.column_names:
         # A dictionary of one value cast to text: 10x faster than pa.repeat of a string.
-        codes = pa.array(np.zeros(table.num_rows, dtype=np.int32))
-        column = pa.DictionaryArray.from_arrays(codes, pa.array([symbol], pa.string()))
-        table = table.append_column("symbol", column.cast(pa.string()))
+        table = table.append_column("symbol", repeated(symbol, table.num_rows).cast(pa.string()))
     extra = [table.column(c) for c in _EXTRA]
     canonical = conform(table.drop_columns(_EXTRA), kind)
     for name, col in zip(_EXTRA, extra, strict=True):

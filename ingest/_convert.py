@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ticktensor.ingest import _quarantine
 from ticktensor.ingest._background import read_ahead
 from ticktensor.ingest._sources import Input
-from ticktensor.ingest._staging import Staging
+from ticktensor.ingest._staging import Staging, repeated
 from ticktensor.ingest.readers import get_reader
 from ticktensor.ingest.readers._base import ReadOptions
 from ticktensor.schemas import EventKind, conform, validate
@@ -150,10 +150,7 @@ def _write_parts(
         table = pc.take(table, pa.array(order), boundscheck=False)
         bounds = np.flatnonzero(np.diff(sort_key[order])) + 1
     # The same file on every row: added after the gather, which it would only slow.
-    source = pa.DictionaryArray.from_arrays(
-        pa.array(np.zeros(table.num_rows, dtype=np.int32)), pa.array([task.source.url])
-    )
-    table = table.append_column("_source", source)
+    table = table.append_column("_source", repeated(task.source.url, table.num_rows))
     out = []
     starts = [0, *bounds.tolist()]
     ends = [*bounds.tolist(), table.num_rows]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 from collections import defaultdict
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -18,7 +19,16 @@ from ticktensor.schemas import EventKind
 from ticktensor.store import Location
 from ticktensor.store._location import safe_component
 
-__all__ = ["Staging"]
+__all__ = ["Staging", "repeated"]
+
+
+def repeated(value: str, rows: int) -> pa.DictionaryArray:
+    """``value`` on each of ``rows`` rows, as a dictionary of that one string: staged parts
+    name their source file this way, and a part's symbol (which its path names) is
+    restored this way, without a per-row copy of the text."""
+    codes = pa.array(np.zeros(rows, dtype=np.int32))
+    return pa.DictionaryArray.from_arrays(codes, pa.array([value], pa.string()))
+
 
 _SOURCE, _ROW = "_source", "_row"
 

@@ -14,11 +14,11 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ._prefetch import Prefetcher, PrefetchStats, Slot
+from ._prefetch import Prefetcher, PrefetchStats, Slot, waits
 
 if TYPE_CHECKING:
     from .dataset import WindowDataset
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["NativePrefetcher", "Relay"]
 
-_POLL_S: Final = 0.05  # longest native wait, so that Ctrl-C and timeouts are seen
 _BATCH, _TIMEOUT, _END = 0, 1, 2
 
 
@@ -149,12 +148,10 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
     def _get(self) -> tuple[int, int, int]:
         native = self._native
         started = time.perf_counter()
-        deadline = None if self._timeout is None else started + self._timeout
         try:
-            while True:
-                wait = _POLL_S if deadline is None else min(_POLL_S, deadline - time.perf_counter())
+            for wait in waits(self._timeout):
                 try:
-                    kind, step, slot, n = native.next(max(wait, 0.0))
+                    kind, step, slot, n = native.next(wait)
                 except BaseException as error:
                     failed = native.failed_step
                     self.close()
@@ -175,12 +172,11 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
                     raise RuntimeError(
                         f"the loader's native thread is not running ({self._context})"
                     )
-                if deadline is not None and time.perf_counter() >= deadline:
-                    self.close()
-                    raise TimeoutError(
-                        f"batch {self._next_step} ({self._context}): "
-                        f"not assembled within the DataLoader timeout of {self._timeout:g} s"
-                    )
+            self.close()
+            raise TimeoutError(
+                f"batch {self._next_step} ({self._context}): "
+                f"not assembled within the DataLoader timeout of {self._timeout:g} s"
+            )
         finally:
             self.stats.wait_s += time.perf_counter() - started
 

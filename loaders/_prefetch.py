@@ -17,7 +17,7 @@ import torch
 
 from ticktensor._memory import fresh_buffer
 
-__all__ = ["CudaDelivery", "PrefetchStats", "Prefetcher", "Slot", "host_delivery"]
+__all__ = ["CudaDelivery", "PrefetchStats", "Prefetcher", "Slot", "host_delivery", "waits"]
 
 FloatArray = npt.NDArray[np.float32]
 Fill = Callable[[int, "Slot"], int]
@@ -26,6 +26,20 @@ Deliver = Callable[["Slot", int], tuple[Any, ...]]
 """``deliver(slot, n)`` turns the first ``n`` samples of a filled slot into a batch."""
 
 _POLL_S: Final = 0.05  # how often a blocked thread looks at the stop flag
+
+
+def waits(timeout: float | None) -> Iterator[float]:
+    """Seconds to wait, slice by slice, for one batch: at most ``_POLL_S`` each, so that a
+    consumer sees Ctrl-C and a dead producer between them, until ``timeout`` seconds have
+    passed (never, for ``None``). The iteration ends at the deadline."""
+    deadline = None if timeout is None else time.perf_counter() + timeout
+    while True:
+        if deadline is None:
+            yield _POLL_S
+            continue
+        yield max(min(_POLL_S, deadline - time.perf_counter()), 0.0)
+        if time.perf_counter() >= deadline:
+            return
 
 
 class Slot:
@@ -355,13 +369,11 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
     def _get(self) -> Any:
         shared = self._shared
         started = time.perf_counter()
-        deadline = None if self._timeout is None else started + self._timeout
         self.stats.depth_seen += shared.queue.qsize()
         try:
-            while True:
-                wait = _POLL_S if deadline is None else min(_POLL_S, deadline - time.perf_counter())
+            for wait in waits(self._timeout):
                 try:
-                    return shared.queue.get(timeout=max(wait, 0.0))
+                    return shared.queue.get(timeout=wait)
                 except queue.Empty:
                     pass
                 if not self._thread.is_alive() and shared.queue.empty():
@@ -370,12 +382,11 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
                         f"the loader's background thread {self._thread.name!r} ended without "
                         f"batch {self._next_step()} ({self._context})"
                     )
-                if deadline is not None and time.perf_counter() >= deadline:
-                    self.close()
-                    raise TimeoutError(
-                        f"batch {self._next_step()} ({self._context}): not assembled within "
-                        f"the DataLoader timeout of {self._timeout:g} s"
-                    )
+            self.close()
+            raise TimeoutError(
+                f"batch {self._next_step()} ({self._context}): not assembled within "
+                f"the DataLoader timeout of {self._timeout:g} s"
+            )
         finally:
             self.stats.wait_s += time.perf_counter() - started
 

@@ -335,6 +335,9 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         y_shape = (self.batch_size, dataset.n_labels)
         pin = self.pin_memory
 
+        def make_slot() -> Slot:
+            return Slot(x_shape, y_shape, pin)
+
         readahead = Readahead(
             dataset.cache,
             lambda step: dataset.chunks_of(plan.batch(step)),
@@ -361,7 +364,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             return NativePrefetcher(
                 dataset,
                 plan,
-                lambda: Slot(x_shape, y_shape, pin),
+                make_slot,
                 depth=self.prefetch,
                 timeout=self.timeout,
                 context=context,
@@ -377,7 +380,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         prefetcher = Prefetcher(
             fill,
             range(plan.num_steps),
-            lambda: Slot(x_shape, y_shape, pin),
+            make_slot,
             self._delivery,
             depth=self.prefetch,
             timeout=self.timeout,

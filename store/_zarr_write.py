@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 from numcodecs import Blosc, Zstd
 
-from ._layout import Codec, Layout
+from ._layout import Layout
 
 __all__ = ["array_files", "group_file"]
 
@@ -34,27 +34,31 @@ def group_file(attributes: dict[str, Any]) -> bytes:
     return _document({"attributes": attributes, "zarr_format": 3, "node_type": "group"})
 
 
+_SHUFFLE: Final = {
+    "noshuffle": Blosc.NOSHUFFLE,
+    "shuffle": Blosc.SHUFFLE,
+    "bitshuffle": Blosc.BITSHUFFLE,
+}
+
+
 def _codecs(layout: Layout, typesize: int) -> tuple[list[dict[str, Any]], Any]:
-    """The array's codec list and the numcodecs compressor that encodes its chunks."""
+    """The array's codec list and the numcodecs compressor that encodes its chunks.
+
+    The compressor's settings are the layout's zarr-python codec (:meth:`Layout.compressors`,
+    the one place they are decided), as it writes them in the metadata.
+    """
     codecs: list[dict[str, Any]] = [{"name": "bytes", "configuration": {"endian": "little"}}]
-    if layout.codec is Codec.NONE:
+    compressors = layout.compressors(typesize) or []
+    if not compressors:
         return codecs, None
-    if layout.codec is Codec.ZSTD:
-        level = 1 if layout.level is None else layout.level
-        codecs.append({"name": "zstd", "configuration": {"level": level, "checksum": False}})
-        return codecs, Zstd(level=level, checksum=False)
-    shuffle = layout.codec is Codec.BLOSC
-    level = 5 if layout.level is None else min(layout.level, 9)
-    config = {
-        "typesize": typesize,
-        "cname": "lz4",
-        "clevel": level,
-        "shuffle": "shuffle" if shuffle else "noshuffle",
-        "blocksize": 0,
-    }
-    codecs.append({"name": "blosc", "configuration": config})
-    blosc = Blosc(cname="lz4", clevel=level, shuffle=int(shuffle), blocksize=0, typesize=typesize)
-    return codecs, blosc
+    (compressor,) = compressors
+    entry = json.loads(json.dumps(compressor.to_dict()))  # plain str, int and bool values
+    codecs.append(entry)
+    config = dict(entry["configuration"])
+    if entry["name"] == "zstd":
+        return codecs, Zstd(**config)
+    config["shuffle"] = _SHUFFLE[config["shuffle"]]
+    return codecs, Blosc(**config)
 
 
 def array_files(

@@ -58,11 +58,8 @@ def open_dataset(
 ) -> WindowDataset:
     """A :class:`WindowDataset` using ``threads`` threads to load chunks (where the engine
     has ``threads=``) and to gather windows."""
-    if _accepts(WindowDataset, "threads"):
-        return WindowDataset(
-            version, window, stride=stride, threads=threads, pool=ThreadPool(threads)
-        )
-    return WindowDataset(version, window, stride=stride, pool=ThreadPool(threads))
+    loading: dict[str, Any] = {"threads": threads} if _accepts(WindowDataset, "threads") else {}
+    return WindowDataset(version, window, stride=stride, pool=ThreadPool(threads), **loading)
 
 
 def order_of(kind: str, seed: int) -> Order:

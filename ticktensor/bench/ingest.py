@@ -195,7 +195,7 @@ def run_ingest(
     days: int = 2,
     workers: int | None = None,
     work: Path = Path("build/bench-ingest"),
-    baselines: Sequence[str] = ("pyarrow_csv_parquet", "pandas_zarr"),
+    baselines: Sequence[str] = BASELINES,
     repeats: int = 3,
     say: Callable[[str], None] = print,
 ) -> None:

@@ -27,7 +27,7 @@ def execute(
     options: BenchOptions,
     *,
     ingest_rows: int,
-    ingest_baselines: Sequence[str] = ("pyarrow_csv_parquet", "pandas_zarr"),
+    ingest_baselines: Sequence[str] | None = None,
     json_path: Path | None = None,
     plot_path: Path | None = None,
     show_markdown: bool = False,
@@ -51,12 +51,12 @@ def execute(
 
         run_sweeps(workload, options, results, say)
     if part in ("ingest", "all"):
-        from .ingest import run_ingest
+        from .ingest import BASELINES, run_ingest
 
         run_ingest(
             ingest_rows,
             results,
-            baselines=ingest_baselines,
+            baselines=BASELINES if ingest_baselines is None else ingest_baselines,
             repeats=min(3, options.repeats),
             say=say,
         )

@@ -142,11 +142,7 @@ def run_bench(args: argparse.Namespace) -> int:
         workload,
         options,
         ingest_rows=args.ingest_rows or int(preset["ingest_rows"]),
-        ingest_baselines=(
-            ("pyarrow_csv_parquet", "pandas_zarr")
-            if args.ingest_baselines is None
-            else tuple(args.ingest_baselines)
-        ),
+        ingest_baselines=args.ingest_baselines,  # None: every baseline
         json_path=args.json,
         plot_path=args.plot,
         show_markdown=args.markdown,
