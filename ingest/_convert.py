@@ -6,6 +6,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +59,7 @@ class FileResult:
     rules: dict[str, int] = field(default_factory=dict)
     parts: list[tuple[str, str, EventKind, str]] = field(default_factory=list)
     quarantine: str | None = None
+    inference: dict[str, Any] | None = None
 
 
 def convert_file(task: ConvertTask) -> FileResult:
@@ -78,6 +80,8 @@ def convert_file(task: ConvertTask) -> FileResult:
     ) as batches:  # closed on an error too: its thread stops now, not when GC runs
         for i, batch in enumerate(batches):
             result.schema = batch.kind.value
+            if batch.inference is not None and result.inference is None:
+                result.inference = batch.inference.to_dict()
             # Duplicates are found in phase two, over the whole (symbol, session), across files.
             checked = validate(
                 batch.table, batch.kind, ts_range=task.ts_range, check_duplicates=False

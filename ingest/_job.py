@@ -21,7 +21,7 @@ from ticktensor.ingest._engines import make_engine
 from ticktensor.ingest._quarantine import QUARANTINE_SCHEMA
 from ticktensor.ingest._sources import Input, expand_inputs
 from ticktensor.ingest._staging import Staging, group_parts
-from ticktensor.ingest.readers import detect, get_reader
+from ticktensor.ingest.readers import detect, get_reader, kind_from_columns
 from ticktensor.ingest.readers._base import ReadOptions
 from ticktensor.schemas import EventKind, FeatureSpec
 from ticktensor.store import FeatureStats, Layout, SourceFile, Store, StoreVersion
@@ -86,6 +86,8 @@ class FileReport:
     bytes: int = 0
     rules: dict[str, int] = field(default_factory=dict)
     note: str | None = None
+    #: How the reader mapped the file: ``{"columns": {canonical: source}, "notes": [...]}``.
+    inference: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,29 +117,17 @@ class IngestResult:
         return sum(f.rows_quarantined for f in self.files)
 
 
-#: Columns that identify a canonical schema in a generic CSV header, most specific first.
-_SIGNATURES = (
-    (EventKind.MBP10, {"bid_px_00", "ask_px_00"}),
-    (EventKind.MBO, {"order_id", "action"}),
-    (EventKind.OHLCV, {"open", "high", "low", "close"}),
-    (EventKind.QUOTES, {"bid_px", "ask_px"}),
-    (EventKind.TRADES, {"price", "size"}),
-)
-
-
 def infer_csv_kind(source: Input, read: ReadOptions) -> EventKind:
-    """The schema of a generic CSV with a header, from its (mapped) column names."""
+    """The schema of a generic CSV with a header, from its column names (and mapping)."""
     first = source.head(1 << 16).split(b"\n", 1)[0].decode("utf-8", "replace").strip()
-    header = {c.strip().strip('"') for c in first.split(read.csv.delimiter)}
-    renamed = {canonical for canonical, col in read.csv.columns.items() if col in header}
-    names = header | renamed
-    for kind, signature in _SIGNATURES:
-        if signature <= names:
-            return kind
-    raise ConfigError(
-        f"{source.url}: cannot tell the schema from the header {sorted(header)}; "
-        "pass --schema trades|quotes|mbp10|mbo|bars"
-    )
+    header = [c.strip().strip('"') for c in first.split(read.csv.delimiter)]
+    kind = kind_from_columns(header, read.csv.columns)
+    if kind is None:
+        raise ConfigError(
+            f"{source.url}: cannot tell the schema from the header {sorted(header)}; "
+            "pass --schema trades|quotes|mbp10|mbo|bars"
+        )
+    return kind
 
 
 def _plan(inputs: list[Input], fmt: str) -> tuple[list[tuple[Input, str]], list[FileReport]]:
@@ -252,6 +242,7 @@ def ingest(
                 f.seconds,
                 f.bytes,
                 rules,
+                inference=f.inference,
             )
         )
     reports.sort(key=lambda r: r.file)

@@ -200,7 +200,7 @@ _SCHEMAS: dict[EventKind, pa.Schema] = {
             _field("high", pa.float64(), "highest trade price in the bar", required=True),
             _field("low", pa.float64(), "lowest trade price in the bar", required=True),
             _field("close", pa.float64(), "last trade price in the bar", required=True),
-            _field("volume", pa.float64(), "traded quantity in the bar", required=True),
+            _field("volume", pa.float64(), "traded quantity in the bar; null if not reported"),
             _field("trade_count", pa.uint64(), "number of trades in the bar"),
             _field("vwap", pa.float64(), "volume-weighted average price in the bar"),
         ],

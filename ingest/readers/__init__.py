@@ -18,7 +18,8 @@ import importlib
 from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
 
-from ._base import REJECT_SCHEMA, CsvFormat, EventBatch, Reader, ReadOptions
+from ._base import REJECT_SCHEMA, CsvFormat, EventBatch, Inference, Reader, ReadOptions
+from ._names import kind_from_columns
 from .arrow import ArrowReader
 from .csv import CsvReader
 from .parquet import ParquetReader
@@ -30,11 +31,13 @@ __all__ = [
     "CsvFormat",
     "CsvReader",
     "EventBatch",
+    "Inference",
     "ParquetReader",
     "ReadOptions",
     "Reader",
     "detect",
     "get_reader",
+    "kind_from_columns",
 ]
 
 #: Formats whose reader lives in a sibling module, imported on first use.

@@ -15,7 +15,7 @@ from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
 from ticktensor.schemas import EventKind
 
-__all__ = ["REJECT_SCHEMA", "CsvFormat", "EventBatch", "ReadOptions", "Reader"]
+__all__ = ["REJECT_SCHEMA", "CsvFormat", "EventBatch", "Inference", "ReadOptions", "Reader"]
 
 #: Rows a reader could not decode at all (wrong field count, unparseable number ...).
 REJECT_SCHEMA = pa.schema(
@@ -43,10 +43,12 @@ class CsvFormat:
         when ``header`` is False). Canonical columns not listed are looked up by their
         own name; ``symbol`` may be omitted when ``ReadOptions.symbol`` is given.
     ts_unit
-        Unit of numeric timestamps since the UNIX epoch.
+        Unit of numeric timestamps since the UNIX epoch; ``None`` infers it from the
+        first timestamp's magnitude (see ``docs/readers.md``).
     ts_format
         ``strptime``-style format for text timestamps (overrides ``ts_unit``), e.g.
-        ``"%Y%m%d %H%M%S%f"``.
+        ``"%Y%m%d %H%M%S%f"``; ``None``: ISO 8601, or a common layout recognised from the
+        first timestamp.
     timezone
         Zone of text timestamps without an offset (IANA name), converted to UTC.
     price_scale
@@ -58,7 +60,7 @@ class CsvFormat:
     delimiter: str = ","
     header: bool = True
     columns: Mapping[str, str] = field(default_factory=dict)
-    ts_unit: TsUnit = "ns"
+    ts_unit: TsUnit | None = None
     ts_format: str | None = None
     timezone: str = "UTC"
     price_scale: float = 1.0
@@ -89,7 +91,7 @@ class CsvFormat:
     def __post_init__(self) -> None:
         if len(self.delimiter) != 1:
             raise ConfigError(f"delimiter must be one character, got {self.delimiter!r}")
-        if self.ts_unit not in ("s", "ms", "us", "ns"):
+        if self.ts_unit not in (None, "s", "ms", "us", "ns"):
             raise ConfigError(f"ts_unit must be s, ms, us or ns, got {self.ts_unit!r}")
         if not self.price_scale > 0:
             raise ConfigError(f"price_scale must be > 0, got {self.price_scale!r}")
@@ -105,18 +107,40 @@ class ReadOptions:
     ``kind`` is the canonical schema wanted (``None``: the reader decides from the
     file); ``symbol`` names the instrument of files without a symbol column;
     ``batch_rows`` bounds memory: readers yield at most about this many rows at once.
+    ``interval_ns`` is the bar length of ohlcv files without an ``interval_ns`` column
+    (``None``: from a length in the file name such as ``_1m``, else from the timestamps).
     """
 
     kind: EventKind | None = None
     symbol: str | None = None
     batch_rows: int = 1 << 20
     csv: CsvFormat = field(default_factory=CsvFormat)
+    interval_ns: int | None = None
 
     def __post_init__(self) -> None:
         if self.batch_rows < 1:
             raise ConfigError(f"batch_rows must be >= 1, got {self.batch_rows}")
+        if self.interval_ns is not None and self.interval_ns < 1:
+            raise ConfigError(f"interval_ns must be >= 1, got {self.interval_ns}")
         if self.kind is not None:
             object.__setattr__(self, "kind", EventKind(self.kind))
+
+
+@dataclass(frozen=True)
+class Inference:
+    """What a reader worked out about one file, for the ingest report.
+
+    ``columns`` maps canonical columns to where they come from (a file column, or a
+    description such as ``"date + time"``); ``notes`` say how times, bar lengths or a
+    vendor layout were recognised.
+    """
+
+    columns: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready form: ``{"columns": {...}, "notes": [...]}``."""
+        return {"columns": dict(self.columns), "notes": list(self.notes)}
 
 
 @dataclass(frozen=True)
@@ -127,7 +151,8 @@ class EventBatch:
     text formats, 1-based record number for binary ones). ``raw`` holds the source
     text of each row where the format has one (``None`` otherwise: the quarantine then
     stores the decoded row as JSON). ``rejects`` (``REJECT_SCHEMA``) are rows that
-    could not be decoded at all.
+    could not be decoded at all. ``inference`` (on a file's first batch) says how the
+    reader mapped the file.
     """
 
     kind: EventKind
@@ -135,6 +160,7 @@ class EventBatch:
     rows: npt.NDArray[np.int64]
     raw: pa.Array | None = None
     rejects: pa.Table = field(default_factory=REJECT_SCHEMA.empty_table)
+    inference: Inference | None = None
 
     def __post_init__(self) -> None:
         if len(self.rows) != self.table.num_rows:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -21,9 +21,19 @@ import pyarrow.compute as pc
 from ticktensor.errors import ConfigError, SchemaError
 from ticktensor.schemas import EventKind, schema_for
 
-from ._base import ReadOptions
+from ._base import Inference, ReadOptions
+from ._names import DATE_NAMES, match_columns, normalize
+from ._time_inference import TimeReading, infer_time, strptime
 
-__all__ = ["NULL_VALUES", "Bad", "ColumnPlan", "convert", "plan_columns", "safe_cast"]
+__all__ = [
+    "NULL_VALUES",
+    "Bad",
+    "ColumnPlan",
+    "convert",
+    "plan_columns",
+    "resolve_time",
+    "safe_cast",
+]
 
 #: Field texts that mean "no value" in non-string columns (CSV reading and fallback).
 # "NaN"/"nan" are not nulls: a NaN price must reach validation (rule "finite").
@@ -37,8 +47,6 @@ _DECIMAL = r"^\s*(?P<int>[+-]?\d+)(?:\.(?P<frac>\d{0,9})\d*)?\s*$"
 _INTERVAL = re.compile(r"(?:^|[_\-.])(\d+)(s|m|min|h|d)(?=$|[_\-.])")
 _INTERVAL_NS = {"s": 10**9, "m": 60 * 10**9, "min": 60 * 10**9, "h": 3600 * 10**9}
 _INTERVAL_NS["d"] = 86400 * 10**9
-_STRPTIME_DIGITS = {"Y": r"\d{4}", "m": r"\d{2}", "d": r"\d{2}", "H": r"\d{2}"}
-_STRPTIME_DIGITS |= {"M": r"\d{2}", "S": r"\d{2}", "y": r"\d{2}", "j": r"\d{3}"}
 
 
 def is_price(name: str) -> bool:
@@ -61,20 +69,46 @@ class Bad:
 class ColumnPlan:
     """Where each canonical column of ``kind`` comes from in one file.
 
-    ``sources`` maps canonical names to file columns; ``constants`` fills canonical
-    columns the file lacks (``symbol`` from ``ReadOptions.symbol``, ``side`` 0 =
-    unknown, ``interval_ns`` from a bar length in the file name such as ``_1m``).
+    ``sources`` maps canonical names to file columns (given, spelled canonically, or
+    recognised by :func:`~ticktensor.ingest.readers._names.match_columns`); ``ts_time``
+    is a time-of-day column joined to the ``ts_event`` date column; ``constants`` fills
+    canonical columns the file lacks (``symbol`` from ``ReadOptions.symbol``, ``side``
+    0 = unknown, ``interval_ns`` from ``ReadOptions.interval_ns`` or a bar length in the
+    file name such as ``_1m``). ``time`` is how timestamps are read (set once per file
+    by :func:`resolve_time`); ``notes`` explain the choices for the ingest report.
     """
 
     kind: EventKind
     sources: dict[str, str]
     constants: dict[str, object]
     options: ReadOptions
+    ts_time: str | None = None
+    time: TimeReading | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def file_columns(self) -> list[str]:
         """The file columns to read, each once, in canonical order."""
-        return list(dict.fromkeys(self.sources.values()))
+        extra = [self.ts_time] if self.ts_time else []
+        return list(dict.fromkeys([*self.sources.values(), *extra]))
+
+    @property
+    def bar_interval_open(self) -> bool:
+        """Whether bars have a constant (not per-row) length, to check or infer."""
+        return self.kind is EventKind.OHLCV and "interval_ns" not in self.sources
+
+    def inference(self, *extra: str) -> Inference:
+        """The mapping and notes for the ingest report (``extra``: more notes)."""
+        columns = {c: self.sources[c] for c in schema_for(self.kind).names if c in self.sources}
+        if self.ts_time:
+            columns["ts_event"] = f"{self.sources['ts_event']} + {self.ts_time}"
+        time = [f"ts_event: {self.time.note}"] if self.time else []
+        given = [
+            f"{name}: {value!r} for every row (no column)"
+            for name, value in self.constants.items()
+            if name != "interval_ns"
+        ]
+        return Inference(columns, (*time, *given, *self.notes, *extra))
 
 
 def plan_columns(
@@ -96,26 +130,38 @@ def plan_columns(
         raise ConfigError(
             f"column mapping names {unknown}, not columns of {kind.value}: {schema.names}"
         )
-    sources: dict[str, str] = {}
+    for name, column in mapping.items():
+        if column not in available:
+            raise SchemaError(
+                f"{source}: column {column!r} (mapped to {name!r}) is not in "
+                f"the file; its columns are {list(available)}"
+            )
+    matched = match_columns(kind, available, mapping, source)
+    sources = matched.sources
     constants: dict[str, object] = {}
+    notes: list[str] = []
+    if kind is EventKind.OHLCV and "interval_ns" not in mapping:
+        given = options.interval_ns
+        if given is not None:
+            sources.pop("interval_ns", None)
+            constants["interval_ns"] = given
+            notes.append(f"interval_ns: {given} ns (--interval)")
+        elif "interval_ns" not in sources and (interval := _interval_from_name(source)):
+            constants["interval_ns"] = interval
+            notes.append(f"interval_ns: {interval} ns (from the file name)")
+    if kind is EventKind.OHLCV and "volume" not in sources:
+        notes.append("volume: no column, null (features that need volume are NaN)")
     missing: list[str] = []
     for field in schema:
         name = field.name
-        if name in mapping:
-            if mapping[name] not in available:
-                raise SchemaError(
-                    f"{source}: column {mapping[name]!r} (mapped to {name!r}) is not in "
-                    f"the file; its columns are {list(available)}"
-                )
-            sources[name] = mapping[name]
-        elif name in available:
-            sources[name] = name
-        elif name == "symbol" and options.symbol is not None:
+        if name in sources or name in constants:
+            continue
+        if name == "symbol" and options.symbol is not None:
             constants[name] = options.symbol
         elif name == "side":
             constants[name] = 0
-        elif name == "interval_ns" and (interval := _interval_from_name(source)):
-            constants[name] = interval
+        elif name == "interval_ns":
+            continue  # from the timestamps: see _bar_grid
         elif not field.nullable:
             missing.append(name)
     if missing:
@@ -125,7 +171,23 @@ def plan_columns(
             f"with --columns NAME=COLUMN,... (CsvFormat.columns){hint}. "
             f"The file's columns are {list(available)}"
         )
-    return ColumnPlan(kind, sources, constants, options)
+    return ColumnPlan(kind, sources, constants, options, matched.ts_time, notes=tuple(notes))
+
+
+def resolve_time(plan: ColumnPlan, first: object, time_part: object = None) -> ColumnPlan:
+    """``plan`` with how its timestamps are read, decided from the file's first one.
+
+    ``first`` is the first ``ts_event`` value (text, number or None), ``time_part`` the
+    first value of the time-of-day column of a date + time file.
+    """
+    column = plan.sources.get("ts_event")
+    if column is None:
+        return plan
+    if plan.ts_time is not None:
+        first = f"{first} {time_part}"
+    is_date = plan.ts_time is None and normalize(column) in DATE_NAMES
+    reading = infer_time(first, plan.options.csv, is_date=is_date)
+    return replace(plan, time=reading)
 
 
 def _interval_from_name(source: str) -> int | None:
@@ -178,9 +240,14 @@ def convert(table: pa.Table, plan: ColumnPlan) -> tuple[pa.Table, list[Bad]]:
             columns.append(pa.nulls(n, field.type))
             continue
         source = table.column(plan.sources[field.name])
+        label = plan.sources[field.name]
+        if field.name == "ts_event" and plan.ts_time is not None:
+            label = f"{label} + {plan.ts_time}"
+            time = pc.cast(table.column(plan.ts_time), pa.string())
+            source = pc.binary_join_element_wise(pc.cast(source, pa.string()), time, " ")
         array, mask, reason = _convert_column(field.name, field.type, source, plan)
         if mask is not None and mask.any():
-            bads.append(Bad(plan.sources[field.name], mask, source.combine_chunks(), reason))
+            bads.append(Bad(label, mask, source.combine_chunks(), reason))
         columns.append(array)
     fields = [field.with_nullable(True) for field in schema]
     return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=schema.metadata)), bads
@@ -247,6 +314,8 @@ def _encode(chunk: pa.Array) -> pa.DictionaryArray:
 
 def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
     fmt = plan.options.csv
+    reading = plan.time or infer_time(None, fmt)
+    unit, ts_format = reading.unit, reading.format
     kind = source.type
     reason = "is not a timestamp"
     if pa.types.is_timestamp(kind):
@@ -254,24 +323,24 @@ def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
             return _localize(source, fmt.timezone), None, reason
         return pc.cast(source, _TS), None, reason
     if pa.types.is_integer(kind):
-        return _int_to_ns(pc.cast(source, pa.int64()), fmt.ts_unit), None, reason
+        return _int_to_ns(pc.cast(source, pa.int64()), unit), None, reason
     if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
-        ns = pc.round(pc.multiply(pc.cast(source, pa.float64()), float(_UNIT_NS[fmt.ts_unit])))
+        ns = pc.round(pc.multiply(pc.cast(source, pa.float64()), float(_UNIT_NS[unit])))
         return pc.cast(pc.cast(ns, pa.int64()), _TS), None, reason
     text = pc.cast(source.combine_chunks(), pa.string())
-    if fmt.ts_format is None:
+    if ts_format is None:
         try:  # the common case, integer epoch units, without the regex path below
             whole = pc.cast(text, pa.int64())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
         else:
-            return _int_to_ns(whole, fmt.ts_unit), None, reason
-    if fmt.ts_format is not None:
-        parsed = _strptime(text, fmt.ts_format)
-        reason = f"does not match the time format {fmt.ts_format!r}"
+            return _int_to_ns(whole, unit), None, reason
+    if ts_format is not None:
+        parsed = strptime(text, ts_format)
+        reason = f"does not match the time format {ts_format!r}"
     elif _looks_numeric(text):
-        parsed = _decimal_ns(text, _UNIT_NS[fmt.ts_unit])
-        reason = f"is not a number of {fmt.ts_unit} since the epoch"
+        parsed = _decimal_ns(text, _UNIT_NS[unit])
+        reason = f"is not a number of {unit} since the epoch"
     elif pc.all(pc.match_substring_regex(text, _OFFSET)).as_py():
         return (*safe_cast(text, _TS), "is not an ISO 8601 time")
     else:
@@ -323,40 +392,3 @@ def _decimal_ns(text: pa.Array, unit_ns: int) -> pa.Array:
     sign = pc.if_else(pc.starts_with(pc.struct_field(parts, "int"), "-"), -1, 1)
     ns = pc.add(pc.multiply(whole, unit_ns), pc.multiply(sign, frac_ns))
     return pc.if_else(pc.is_valid(parts), ns, None)
-
-
-def _strptime(text: pa.Array, format_: str) -> pa.Array:
-    """``strptime`` with ``%f`` (1-9 fraction digits) support, which Arrow lacks."""
-    if "%f" not in format_:
-        return pc.strptime(text, format=format_, unit="ns", error_is_null=True)
-    head, _, tail = format_.partition("%f")
-    pattern = (
-        f"^(?P<head>{_format_regex(head)})(?P<frac>\\d{{1,9}})(?P<tail>{_format_regex(tail)})$"
-    )
-    parts = pc.extract_regex(text, pattern)
-    base = pc.binary_join_element_wise(
-        pc.struct_field(parts, "head"), pc.struct_field(parts, "tail"), ""
-    )
-    seconds = pc.strptime(base, format=head + tail, unit="ns", error_is_null=True)
-    frac = pc.cast(pc.utf8_rpad(pc.struct_field(parts, "frac"), 9, "0"), pa.int64())
-    ns = pc.add(pc.cast(seconds, pa.int64()), frac)
-    return pc.cast(pc.if_else(pc.is_valid(parts), ns, None), pa.timestamp("ns"))
-
-
-def _format_regex(format_: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(format_):
-        if format_[i] == "%" and i + 1 < len(format_):
-            code = format_[i + 1]
-            if code not in _STRPTIME_DIGITS and code != "%":
-                raise ConfigError(
-                    f"time format {format_!r}: %{code} cannot be combined with %f "
-                    f"(supported with %f: %{' %'.join(_STRPTIME_DIGITS)})"
-                )
-            out.append(_STRPTIME_DIGITS.get(code, "%"))
-            i += 2
-        else:
-            out.append(re.escape(format_[i]))
-            i += 1
-    return "".join(out)

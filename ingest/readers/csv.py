@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv as pycsv
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import IO
 
 import numpy as np
@@ -29,8 +30,9 @@ from ticktensor.ingest._background import read_ahead
 from ticktensor.ingest._sources import Input
 from ticktensor.schemas import EventKind, schema_for
 
+from ._bar_grid import BarGrid
 from ._base import EventBatch, Reader, ReadOptions
-from ._columns import NULL_VALUES, Bad, ColumnPlan, convert, plan_columns, safe_cast
+from ._columns import NULL_VALUES, Bad, ColumnPlan, convert, plan_columns, resolve_time, safe_cast
 from ._csv_lines import parse_lines
 from ._rejects import InvalidRows, LineMismatchError, Rejects
 
@@ -95,7 +97,10 @@ class _CsvDecoder:
             return
         plan = plan_columns(self.kind, names, self.options, self.source.name)
         first = self._fields(data.partition(b"\n")[0]) if data.strip(b"\r\n") else []
+        plan = resolve_time(plan, *(self._first(names, first, c) for c in self._time_columns(plan)))
         self._setup(names, plan, first)
+        self.grid = BarGrid(plan, self.source.url) if plan.bar_interval_open else None
+        self.announced = False
         self.per_row = max(len(data.partition(b"\n")[0]) + 1, 8)
         blocks = _blocks(stream, data, self._block_bytes, self.source.url)
         # Reading (decompression, hashing) overlaps with parsing.
@@ -104,6 +109,15 @@ class _CsvDecoder:
             rows = sum(b.table.num_rows for b in batches)
             self.per_row = max(1, len(block) // max(rows, 1))
             yield from batches
+
+    @staticmethod
+    def _time_columns(plan: ColumnPlan) -> list[str | None]:
+        return [plan.sources.get("ts_event"), plan.ts_time]
+
+    @staticmethod
+    def _first(names: list[str], first: list[str], column: str | None) -> str | None:
+        index = names.index(column) if column in names else len(first)
+        return first[index] if index < len(first) else None
 
     def _block_bytes(self) -> int:
         """Bytes for about ``batch_rows`` lines, from the bytes per row seen so far."""
@@ -126,16 +140,19 @@ class _CsvDecoder:
             if canonical == "side":
                 target = pa.dictionary(pa.int32(), pa.string())
             elif pa.types.is_timestamp(target):
-                index = names.index(column)
-                target = self._ts_type(first[index] if index < len(first) else "")
+                target = self._ts_type(self._first(names, first, column) or "")
             types[column] = target
+        if plan.ts_time is not None:
+            types[plan.ts_time] = pa.string()
         self.types = types
         self.parse = pacsv.ParseOptions(delimiter=self.fmt.delimiter)
         self.read_opts = pacsv.ReadOptions(column_names=names)
 
     def _ts_type(self, first: str) -> pa.DataType:
         numeric = first.strip().lstrip("+-").isdigit()
-        if self.fmt.ts_format is None and self.fmt.ts_unit in ("ns", "us") and numeric:
+        time = self.plan.time
+        epoch = time is not None and time.format is None and time.unit in ("ns", "us")
+        if epoch and self.plan.ts_time is None and numeric:
             return pa.int64()
         return pa.string()
 
@@ -196,11 +213,20 @@ class _CsvDecoder:
                 )
         self.next_row += rejects.n_lines
         canonical, bads = convert(table, plan)
+        if self.grid is not None and canonical.num_rows:
+            canonical, off_grid = self.grid.apply(canonical, plan.sources["ts_event"])
+            bads += [off_grid] if off_grid is not None else []
         keep = rejects.add_bad(encoding + bads, positions)
         if keep is not None:
             canonical = canonical.filter(pa.array(keep))
             positions = positions[keep]
-        yield from _split(self.kind, canonical, positions + first_row, rejects, self.options)
+        for batch in _split(self.kind, canonical, positions + first_row, rejects, self.options):
+            if self.announced:
+                yield batch
+                continue
+            self.announced = True
+            note = () if self.grid is None or self.grid.note is None else (self.grid.note,)
+            yield replace(batch, inference=plan.inference(*note))
 
     def _recount(self, block: memoryview) -> InvalidRows:
         """Where the invalid rows of ``block`` are (a single-threaded re-parse numbers them)."""

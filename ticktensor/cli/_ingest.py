@@ -19,7 +19,7 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from ticktensor.errors import ConfigError
-from ticktensor.schemas import EventKind
+from ticktensor.schemas import EventKind, parse_duration_ns
 from ticktensor.store import Codec, Layout
 
 from ._format import human_bytes
@@ -37,7 +37,7 @@ SCHEMAS = {
     "bars": "ohlcv",
     "ohlcv": "ohlcv",
 }
-FORMATS = ("auto", "csv", "parquet", "arrow", "dbn", "lobster", "tardis")
+FORMATS = ("auto", "csv", "parquet", "arrow", "dbn", "lobster", "tardis", "binance")
 
 
 def register(sub: Any) -> None:
@@ -79,10 +79,20 @@ def register(sub: Any) -> None:
         metavar="NAME=COL,...",
         help="canonical column = file column (or 0-based index without header)",
     )
-    csv.add_argument("--ts-unit", choices=("s", "ms", "us", "ns"), default="ns")
+    csv.add_argument(
+        "--ts-unit",
+        choices=("s", "ms", "us", "ns"),
+        help="unit of epoch timestamps (default: from their magnitude)",
+    )
     csv.add_argument("--ts-format", help="strptime format of text timestamps")
     csv.add_argument("--timezone", default="UTC", help="zone of text timestamps")
     csv.add_argument("--price-scale", type=float, default=1.0, help="price multiplier")
+    csv.add_argument(
+        "--interval",
+        metavar="DURATION",
+        help="bar length of ohlcv files without an interval_ns column, e.g. 1m "
+        "(default: from the file name, else from the timestamps)",
+    )
     p.set_defaults(run=run)
 
 
@@ -125,9 +135,13 @@ def options_from_args(args: argparse.Namespace) -> IngestOptions:
     start, end = _ns(args.start), _ns(args.end)
     if (start is None) != (end is None):
         raise ConfigError("--start and --end declare a range together; give both")
+    interval = parse_duration_ns(args.interval) if args.interval else None
+    read = ReadOptions(
+        kind=kind, symbol=args.symbol, batch_rows=args.batch_rows, csv=csv, interval_ns=interval
+    )
     return IngestOptions(
         format=args.format,
-        read=ReadOptions(kind=kind, symbol=args.symbol, batch_rows=args.batch_rows, csv=csv),
+        read=read,
         spec=spec,
         layout=layout,
         workers=args.workers,
@@ -151,6 +165,7 @@ def format_result(result: IngestResult) -> str:
             f"{f.rows_read:>12,} {f.rows_stored:>12,} {f.rows_quarantined:>12,} {f.seconds:>7.2f}"
             + (f"  ({f.note})" if f.note else "")
         )
+        lines.extend(" " * (width + 2) + line for line in _inference_lines(f.inference))
         if f.rules:
             lines.append(
                 " " * (width + 2)
@@ -169,6 +184,17 @@ def format_result(result: IngestResult) -> str:
     )
     lines.extend(f"note: {n}" for n in result.notes)
     return "\n".join(lines)
+
+
+def _inference_lines(inference: dict[str, Any] | None) -> list[str]:
+    """What the reader inferred: the column mapping (file column names that differ from
+    the canonical ones, and constants) and its notes."""
+    if not inference:
+        return []
+    columns: dict[str, str] = inference.get("columns", {})
+    mapped = [f"{k}={v}" for k, v in columns.items() if k != v]
+    lines = [f"columns: {', '.join(mapped)}"] if mapped else []
+    return lines + list(inference.get("notes", []))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -68,7 +68,7 @@ def test_binance_quotes_with_symbol_column() -> None:
     [
         (pa.array([1, 2], pa.timestamp("s")), CsvFormat()),
         (pa.array([1000, 2000], pa.timestamp("ms", "America/New_York")), CsvFormat()),
-        (pa.array([10**9, 2 * 10**9], pa.int64()), CsvFormat()),
+        (pa.array([10**9, 2 * 10**9], pa.int64()), CsvFormat(ts_unit="ns")),
         (pa.array([1, 2], pa.int32()), CsvFormat(ts_unit="s")),
         (pa.array(["1970-01-01T00:00:01Z", "1970-01-01 00:00:02+00:00"]), CsvFormat()),
     ],
@@ -101,13 +101,15 @@ def test_uncastable_values_are_rejects_and_types_a_schema_error(tmp_path: Path) 
         read(path, kind="trades", symbol="X")
 
 
-def test_kind_from_ticktensor_metadata_or_config_error(tmp_path: Path) -> None:
+def test_kind_from_metadata_or_column_names_or_config_error(tmp_path: Path) -> None:
     path = tmp_path / "t.parquet"
     table = pa.table({"ts_event": [1], "symbol": ["X"], "price": [1.0], "size": [1.0]})
     table = table.append_column("side", pa.array([1], pa.int8()))
-    pq.write_table(table, path)
-    with pytest.raises(ConfigError, match="trades, quotes"):
+    pq.write_table(table.rename_columns(["ts_event", "symbol", "a1", "b1", "side"]), path)
+    with pytest.raises(ConfigError, match=r"columns \['ts_event'.*trades, quotes"):
         read(path)
+    pq.write_table(table, path)
+    assert read(path)[0].kind == "trades"  # price and size say trades
     pq.write_table(conform(table, "trades"), path)
     [batch] = read(path)
     assert batch.kind == "trades"
