@@ -20,7 +20,7 @@ from ticktensor.bench.engine import open_dataset, order_of
 from ticktensor.bench.machine import cpu_model
 from ticktensor.bench.measure import endless
 from ticktensor.bench.workload import Workload, prepare
-from ticktensor.loaders import DataLoader
+from ticktensor.loaders import DataLoader, FastOptions
 from ticktensor.loaders.dataset import WindowDataset
 from ticktensor.store import Codec, Store
 
@@ -55,7 +55,7 @@ def rate(
     ds: WindowDataset, batch: int, native: bool, seed: int, seconds: float, ms: float
 ) -> float:
     """Samples/s of a fresh loader over ``ds`` (uniform order), after its first batch."""
-    loader = DataLoader(ds, batch_size=batch, order=order_of("uniform", seed))
+    loader = DataLoader(ds, batch_size=batch, fast=FastOptions(order=order_of("uniform", seed)))
     loader.native_engine = native
     sizes = endless(lambda: loader)  # batch sizes, pass after pass
     next(sizes)
@@ -71,7 +71,9 @@ def main() -> None:
     w = Workload(rows=args.rows, cache_dir=args.cache_dir)
     prepare(w, [Codec.NONE], say=lambda line: None)
     ds = open_dataset(Store.open(str(w.store_dir(Codec.NONE))).version(), w.window, args.threads)
-    for _ in iter(DataLoader(ds, batch_size=w.batch, order=order_of("uniform", 0))):
+    for _ in iter(
+        DataLoader(ds, batch_size=w.batch, fast=FastOptions(order=order_of("uniform", 0)))
+    ):
         if ds.cache.complete:  # every chunk loaded: later passes start on the native thread
             break
     print(

@@ -51,7 +51,7 @@ import torch.utils.data
 from ticktensor.bench.baselines import MmapWindows
 from ticktensor.bench.machine import describe_run
 from ticktensor.bench.workload import Workload, prepare
-from ticktensor.loaders import DaliOptions, DataLoader, UniformOrder, WindowDataset
+from ticktensor.loaders import DaliOptions, DataLoader, FastOptions, UniformOrder, WindowDataset
 from ticktensor.loaders._prefetch import CudaDelivery, Slot
 from ticktensor.loaders.dali import dali_available
 from ticktensor.store import FeatureStats, Store, StoreVersion
@@ -124,15 +124,21 @@ def run(
     normed = WindowDataset(version, workload.window, normalize=True)
     batch = workload.batch
     order = UniformOrder(seed=0)
-    common: dict[str, Any] = {"batch_size": batch, "order": order, "drop_last": True}
+    common: dict[str, Any] = {"batch_size": batch, "drop_last": True}
     modes: dict[str, Callable[[], Iterable[Any]]] = {
-        "host-pinned": lambda: DataLoader(normed, pin_memory=True, device=device, **common),
+        "host-pinned": lambda: DataLoader(
+            normed, pin_memory=True, **common, fast=FastOptions(order=order, device=device)
+        ),
         "device-resident": lambda: DataLoader(
-            normed, device=device or "cpu", residency="device", **common
+            normed,
+            **common,
+            fast=FastOptions(order=order, device=device or "cpu", residency="device"),
         ),
     }
     if dali_available():
-        modes["dali"] = lambda: DataLoader(raw, device=device, backend=DaliOptions(), **common)
+        modes["dali"] = lambda: DataLoader(
+            raw, **common, fast=FastOptions(order=order, device=device, backend=DaliOptions())
+        )
     where = "cuda" if cuda else f"cpu ({NO_CUDA})"
     rows = _h2d_rows(workload, cuda, seconds)
     for name, make in modes.items():
@@ -168,7 +174,11 @@ def _traffic(
     rows once (measured over one pass, which loads every chunk).
     """
     windows = len(ds) // workload.batch * workload.batch * workload.sample_bytes
-    loader = DataLoader(ds, device=device or "cpu", residency="device", **common)
+    loader = DataLoader(
+        ds,
+        **common,
+        fast=FastOptions(order=UniformOrder(seed=0), device=device or "cpu", residency="device"),
+    )
     for _ in loader:
         if loader.stats()["resident"]["loaded_chunks"] == len(ds.chunks):
             break  # every chunk is held: the rest of the epoch copies nothing
@@ -312,7 +322,7 @@ def _correctness(
     batch: int,
 ) -> list[Row]:
     """The first batches of each loader mode against the host path on the CPU."""
-    reference = DataLoader(normed, batch_size=batch, order=order, drop_last=True)
+    reference = DataLoader(normed, batch_size=batch, drop_last=True, fast=FastOptions(order=order))
     expected = [(x.clone(), y.clone()) for x, y in _first(reference, 3)]
     rows = []
     for name, make in modes.items():

@@ -4,6 +4,7 @@ from ._resident import ResidentOptions
 from .dali import DaliOptions
 from .dataloader import DataLoader
 from .dataset import WindowDataset
+from .options import FastOptions
 from .samplers import (
     BlockShuffleOrder,
     CrossSectionalOrder,
@@ -21,6 +22,7 @@ __all__ = [
     "DaliOptions",
     "DataLoader",
     "EpochState",
+    "FastOptions",
     "Order",
     "ResidentOptions",
     "SequentialOrder",

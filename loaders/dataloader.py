@@ -1,112 +1,106 @@
-"""The drop-in DataLoader: torch's keywords and behaviour, with a fast path for window datasets."""
+"""The drop-in DataLoader: torch's keywords, attributes and pass rules, fast for windows."""
 
 from __future__ import annotations
 
-import itertools
-import threading
+import warnings
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 import torch.utils.data
+from torch.utils.data import Sampler, default_collate
 
-from ticktensor.errors import ConfigError
+from ticktensor.errors import ConfigError, SlowPathWarning
 
-from ._index import normalization
-from ._native_prefetch import NativePrefetcher, Relay
-from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
-from ._readahead import Readahead
-from ._resident import DeviceChunks, ResidentBatches, ResidentOptions
-from .dali import DaliBatches, DaliOptions, dali_available
-from .dataset import WindowDataset
+from ._orders import EpochOrders
+from ._pass_samplers import PassBatchSampler, PassSampler, ShardSampler
+from ._passes import PassIterator, PassState
+from ._prefetch import PrefetchStats
+from ._stats import loader_stats
+from ._wrappers import FastPath, SlowPath, fast_path
+from .batch_source import BatchSource, Delivery, open_batch_source
+from .options import FastOptions
 from .samplers import BlockShuffleOrder, Order, SequentialOrder, UniformOrder
-from .sharding import EpochState, ShardPlan, world_from_env
+from .sharding import ShardPlan, world_from_env
 
 __all__ = ["DataLoader"]
 
-Batch = tuple[torch.Tensor, torch.Tensor]
 _PERMUTATIONS = (UniformOrder, SequentialOrder, BlockShuffleOrder)  # len(order) == len(dataset)
-_PER_SAMPLE = ("sampler", "batch_sampler", "collate_fn", "worker_init_fn")
-_threads = itertools.count()
-_READAHEAD = 16
+# FastOptions fields that were DataLoader keywords before FastOptions existed.
+_LEGACY = (
+    "order",
+    "seed",
+    "rank",
+    "world_size",
+    "pad",
+    "device",
+    "prefetch",
+    "readahead",
+    "backend",
+    "residency",
+)
 
 
 class DataLoader(Iterable[Any]):
-    """``torch.utils.data.DataLoader`` with a fast path for :class:`WindowDataset`.
+    """``torch.utils.data.DataLoader`` with a fast path for window datasets.
 
-    Every keyword of :class:`torch.utils.data.DataLoader` is accepted with the same
-    meaning. For any dataset that is not a :class:`WindowDataset`, or when one of the
-    per-sample hooks ``sampler``, ``batch_sampler``, ``collate_fn``, ``worker_init_fn`` is
-    given or ``batch_size`` is ``None``, a real torch ``DataLoader`` is built and
-    everything is delegated to it.
+    Every keyword of :class:`torch.utils.data.DataLoader` is accepted, checked the way
+    torch checks it, and kept as the attribute of the same name. A dataset that holds no
+    :class:`WindowDataset` is served by a real torch ``DataLoader`` built from the same
+    arguments.
 
-    Otherwise (the fast path) each batch is gathered by the native kernel in one call,
-    in a background thread (a C++ one that never takes the GIL once every chunk of the
-    dataset is loaded, for host batches; set ``native_engine = False`` on the loader to
-    keep the Python one), into a ring of preallocated buffers (page-locked when
-    ``pin_memory=True`` and CUDA is present; without CUDA pinning is a no-op), and
-    handed out zero-copy as ``(x [B, W, F] float32, y [B, L] float32)`` tensors. A
-    buffer is refilled only once no batch made from it is referenced any more, so a
-    consumer that keeps batches (``list(loader)``) still sees correct data. On this path:
+    A :class:`WindowDataset` (also inside ``torch.utils.data.Subset``, ``random_split``
+    and ``ConcatDataset``) takes the fast path: each batch is gathered by the native
+    kernel in one call, in a background thread, into a ring of preallocated buffers
+    (page-locked with ``pin_memory=True`` when CUDA is present), and handed out zero-copy
+    as ``(x [B, W, F] float32, y [B, L] float32)``. A buffer is refilled only once no
+    batch made from it is referenced, so ``list(loader)`` sees correct data. The samplers
+    ``SequentialSampler``, ``RandomSampler``, ``SubsetRandomSampler`` and
+    ``DistributedSampler`` (its rank, world size, seed, shuffle and ``drop_last`` become
+    the shard plan, and its ``set_epoch`` is followed) stay on the fast path. A
+    ``batch_sampler``, a custom ``sampler``, a ``collate_fn`` other than torch's default
+    or ``batch_size=None`` send a window dataset through torch's per-sample path, with
+    one :class:`~ticktensor.errors.SlowPathWarning` naming the hook and the fast
+    alternative.
 
-    - the order comes from ``order`` (default: ``UniformOrder(seed)`` when ``shuffle``
-      else ``SequentialOrder()``), sharded over ranks by :class:`ShardPlan`: each global
-      step of ``batch_size * world_size`` samples gives rank ``r`` its ``r``-th slice, so
-      every rank gets the same number of batches;
-    - ``drop_last`` drops the short last step; otherwise ``pad`` (default: on when
-      ``world_size > 1``) fills it by wrapping around the order, and without padding the
-      last batches are smaller, as with torch;
-    - ``num_workers``, ``multiprocessing_context`` and ``persistent_workers`` are accepted
-      and unused (there are no worker processes; threads come from the dataset's
-      :class:`~ticktensor.kernels.ThreadPool`), ``prefetch_factor`` is the default of
-      ``prefetch``, batches always come in order;
-    - the epoch advances by itself after a complete pass, or by :meth:`set_epoch`;
-      :meth:`state_dict` and :meth:`load_state_dict` resume mid-epoch exactly, also with
-      another world size.
+    Passes and epochs, as with torch: each ``iter(loader)`` starts a pass of the current
+    epoch from its beginning (after :meth:`load_state_dict`, that one pass resumes at
+    the saved position). A pass that hands out its last batch finishes the epoch, even if
+    nobody asks for one more; the next pass then belongs to the next epoch, in a new
+    order fixed by ``(seed, epoch)``. An abandoned pass does not finish it.
+    :meth:`set_epoch` (also ``loader.sampler.set_epoch``) sets the epoch explicitly.
+    Rank and world size are resolved when each pass starts (and for ``len()``), so a
+    loader built before the process group is up shards correctly once it is.
 
     Parameters
     ----------
     dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, \
 pin_memory, drop_last, timeout, worker_init_fn, multiprocessing_context, generator, \
 prefetch_factor, persistent_workers, pin_memory_device, in_order
-        As for :class:`torch.utils.data.DataLoader`. On the fast path ``generator``
-        only seeds the default order (its ``initial_seed()``) and ``timeout`` raises
-        :class:`TimeoutError` naming the batch that did not come in time.
-    order
-        Fast path: the sample order (an :class:`~ticktensor.loaders.Order`).
-    seed
-        Fast path: seed of the default shuffled order (default: from ``generator``,
-        else 0); also recorded in :meth:`state_dict`.
-    rank, world_size
-        Fast path: this rank and the number of ranks (default: from
-        ``torch.distributed`` when initialized, else ``RANK``/``WORLD_SIZE``, else 0/1).
-    pad
-        Fast path: fill the last step by wrapping around; see above.
-    device
-        Fast path: copy each batch to this device. For CUDA the copy runs with
-        ``non_blocking=True`` on a side stream from pinned buffers, and the consumer's
-        current stream waits on it.
-    prefetch
-        Fast path: batches assembled ahead of the consumer, the depth of the ring of
-        batch buffers (default 2).
-    readahead
-        Fast path: batches whose feature chunks are loaded ahead of their assembly, as
-        far as the dataset's chunk cache budget allows (default 16).
-    backend
-        Fast path: ``"torch"`` (default) hands out the buffers as torch tensors;
-        ``"dali"`` (or a :class:`~ticktensor.loaders.dali.DaliOptions`) runs them through
-        an NVIDIA DALI pipeline that normalizes and casts, on the GPU of ``device`` or on
-        the CPU. Same batches, length, sharding and state.
-    residency
-        Fast path: ``"host"`` (default) keeps chunks in host memory and copies windows;
-        ``"device"`` (or a :class:`~ticktensor.loaders.ResidentOptions`) copies each chunk
-        to ``device`` once and cuts windows there, so host-to-device traffic is chunk
-        bytes, not window bytes. Needs ``device``; ``"cpu"`` runs the same logic on host
-        tensors. When the chunks do not all fit the budget, ``shuffle=True`` without an
-        ``order`` uses ``BlockShuffleOrder(seed, block_chunks=slots // 4)``.
+        As for :class:`torch.utils.data.DataLoader`. On the fast path there are no
+        worker processes (``num_workers``, ``multiprocessing_context``,
+        ``persistent_workers`` and ``worker_init_fn`` are kept and unused; threads come
+        from the dataset's pool); ``prefetch_factor`` is the default ring depth;
+        ``generator`` seeds the default shuffled order (its ``initial_seed()``);
+        ``timeout`` raises :class:`TimeoutError` naming the batch that did not come.
+        ``drop_last`` drops the short last global step; otherwise it is padded by
+        wrapping around the order when ``world_size > 1`` (see :class:`FastOptions`).
+    fast
+        The fast path's own settings (order, seed, rank, world size, device, ring depth,
+        DALI, device residency, engine): a :class:`~ticktensor.loaders.FastOptions`.
+    batch_transform
+        Called with each batch (``(x, y)`` on the fast path) in the consumer's thread;
+        what it returns is what the loader yields. The fast path's replacement for a
+        ``collate_fn`` that edits whole batches; on torch's path it runs after
+        ``collate_fn``.
+    **legacy
+        The fast-path keywords of earlier releases (``order``, ``seed``, ``rank``,
+        ``world_size``, ``pad``, ``device``, ``prefetch``, ``readahead``, ``backend``,
+        ``residency``): still accepted, with a ``DeprecationWarning``; use ``fast=``.
 
     Examples
     --------
@@ -137,341 +131,336 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         persistent_workers: bool = False,
         pin_memory_device: str = "",
         in_order: bool = True,
-        order: Order | None = None,
-        seed: int | None = None,
-        rank: int | None = None,
-        world_size: int | None = None,
-        pad: bool | None = None,
-        device: torch.device | str | None = None,
-        prefetch: int | None = None,
-        readahead: int | None = None,
-        backend: str | DaliOptions | None = None,
-        residency: str | ResidentOptions | None = None,
+        fast: FastOptions | None = None,
+        batch_transform: Callable[[Any], Any] | None = None,
+        **legacy: Any,
     ) -> None:
-        hooks = {"sampler": sampler, "batch_sampler": batch_sampler, "collate_fn": collate_fn}
-        hooks["worker_init_fn"] = worker_init_fn
-        self.dataset = dataset
-        self.fast = (
-            isinstance(dataset, WindowDataset)
-            and batch_size is not None
-            and all(hooks[name] is None for name in _PER_SAMPLE)
+        fast = _with_legacy(fast, legacy)
+        self._args: dict[str, Any] = {
+            "dataset": dataset,
+            "batch_size": batch_size,
+            "shuffle": shuffle,
+            "sampler": sampler,
+            "batch_sampler": batch_sampler,
+            "num_workers": num_workers,
+            "collate_fn": collate_fn,
+            "pin_memory": pin_memory,
+            "drop_last": drop_last,
+            "timeout": timeout,
+            "worker_init_fn": worker_init_fn,
+            "multiprocessing_context": multiprocessing_context,
+            "generator": generator,
+            "prefetch_factor": prefetch_factor,
+            "persistent_workers": persistent_workers,
+            "pin_memory_device": pin_memory_device,
+            "in_order": in_order,
+        }
+        self._setup(fast, batch_transform, announce=True)
+
+    def _setup(
+        self,
+        fast: FastOptions | None,
+        batch_transform: Callable[[Any], Any] | None,
+        *,
+        announce: bool,
+    ) -> None:
+        """Build everything from the constructor's arguments (also after unpickling)."""
+        args = self._args
+        # torch checks its own arguments (and raises what it raises); on the fast path
+        # the loader it builds is only a check and is dropped.
+        torch_loader: torch.utils.data.DataLoader[Any] = torch.utils.data.DataLoader(**args)
+        self.dataset = args["dataset"]
+        self.batch_size: int | None = args["batch_size"]
+        self.drop_last = bool(args["drop_last"])
+        self.num_workers: int = args["num_workers"]
+        self.pin_memory = bool(args["pin_memory"])
+        self.pin_memory_device: str = args["pin_memory_device"]
+        self.timeout = float(args["timeout"])
+        self.worker_init_fn = args["worker_init_fn"]
+        self.generator: torch.Generator | None = args["generator"]
+        self.prefetch_factor: int | None = torch_loader.prefetch_factor
+        self.persistent_workers = bool(args["persistent_workers"])
+        self.in_order = bool(args["in_order"])
+        self.batch_transform = batch_transform
+        self._fast_options = fast
+        path = fast_path(
+            self.dataset,
+            batch_size=self.batch_size,
+            sampler=args["sampler"],
+            batch_sampler=args["batch_sampler"],
+            collate_fn=args["collate_fn"],
         )
-        if not self.fast:
-            fast_only: dict[str, object] = {"order": order, "seed": seed, "rank": rank}
-            fast_only["world_size"] = world_size
-            fast_only |= {"pad": pad, "device": device, "prefetch": prefetch}
-            fast_only |= {"readahead": readahead, "backend": backend, "residency": residency}
-            given = sorted(name for name, value in fast_only.items() if value is not None)
-            if given:
+        if not isinstance(path, FastPath):
+            if fast is not None:
+                why = "no window dataset" if path is None else path.hook
                 raise ConfigError(
-                    f"{', '.join(given)}: only for the fast path (a WindowDataset, an integer "
-                    "batch_size and no sampler, batch_sampler, collate_fn or worker_init_fn)"
+                    f"fast=FastOptions(...) applies to the fast path only, and this loader "
+                    f"takes torch's ({why})"
                 )
-            self._torch: torch.utils.data.DataLoader[Any] = torch.utils.data.DataLoader(
-                dataset,
-                batch_size=batch_size,
-                shuffle=shuffle,
-                **hooks,
-                num_workers=num_workers,
-                pin_memory=pin_memory,
-                drop_last=drop_last,
-                timeout=timeout,
-                multiprocessing_context=multiprocessing_context,
-                generator=generator,
-                prefetch_factor=prefetch_factor,
-                persistent_workers=persistent_workers,
-                pin_memory_device=pin_memory_device,
-                in_order=in_order,
-            )
+            if isinstance(path, SlowPath) and announce:
+                warnings.warn(path.message(), SlowPathWarning, stacklevel=3)
+            self._torch: torch.utils.data.DataLoader[Any] | None = torch_loader
+            self._path: FastPath | None = None
             return
-        self.batch_size = self._check_fast(
-            batch_size, num_workers, timeout, prefetch_factor, prefetch, readahead
-        )
+        self._torch = None
+        self._path = path
+        self._setup_fast(path, fast or FastOptions(), announce=announce)
+
+    def _setup_fast(self, path: FastPath, options: FastOptions, *, announce: bool) -> None:
+        args = self._args
+        if path.world is not None and options.rank is not None:
+            raise ConfigError(
+                "rank and world_size come from the DistributedSampler given; do not set "
+                "them in FastOptions too"
+            )
+        if announce and self.worker_init_fn is not None and self.num_workers > 0:
+            warnings.warn(
+                "ticktensor.DataLoader: worker_init_fn is not called on the fast path, which "
+                "runs no worker processes (its threads need no per-worker setup)",
+                SlowPathWarning,
+                stacklevel=4,
+            )
+        generator = self.generator
+        seed = options.seed
+        if seed is None:
+            seed = path.seed
         if seed is None:
             seed = int(generator.initial_seed()) if generator is not None else 0
-        if order is not None and not isinstance(order, Order):
-            raise ConfigError(f"order: expected an Order, got {type(order).__name__}")
-        self.order: Order = order or (UniformOrder(seed) if shuffle else SequentialOrder())
-        self.rank, self.world_size = world_from_env(rank, world_size)
-        self.drop_last = bool(drop_last)
-        self.pad = self.world_size > 1 if pad is None else bool(pad)
-        self.timeout = float(timeout)
-        self.prefetch = int(prefetch or prefetch_factor or 2)
-        self.readahead = int(readahead or _READAHEAD)
-        self.device = None if device is None else torch.device(device)
-        cuda = torch.cuda.is_available()
-        if self.device is not None and self.device.type == "cuda" and not cuda:
-            raise ConfigError(f"device {self.device}: CUDA is not available")
-        self._dali, self._resident = self._check_backend(backend, residency, self.device)
-        self._delivery: Deliver = host_delivery
-        on_cuda = self.device is not None and self.device.type == "cuda"
-        plain = self._dali is None and self._resident is None
-        if self.device is not None and self.device.type == "cuda" and plain:
-            self._delivery = CudaDelivery(self.device)
-        self.pin_memory = bool(cuda and (pin_memory or on_cuda) and self._resident is None)
-        self._memory = "pinned" if self.pin_memory else "pageable" if cuda else "pageable (no CUDA)"
-        if self._resident is not None:
-            self._memory = "device-resident (no host batch buffers)"
-        self._chunks_on_device: DeviceChunks | None = None
-        if self._resident is not None and self.device is not None:
-            device_chunks = DeviceChunks(dataset, self.device, self._resident)
-            self._chunks_on_device = device_chunks
-            if order is None and shuffle and not device_chunks.whole:
-                # A chunk cache on the device: fill it block by block, each chunk about
-                # once per epoch, instead of every batch reading chunks from everywhere.
-                blocks = max(1, device_chunks.slots // 4)
-                self.order = BlockShuffleOrder(seed, block_chunks=blocks)
-        self._dali_scale = None if self._dali is None else self._dali_normalization(dataset)
-        self._state = EpochState(seed=seed)
-        self._orders = _Orders(self.order, dataset)
-        self._orders.prefetch(self._state.epoch)  # overlaps the caller's own setup
+        shuffle = path.shuffle if path.shuffle is not None else bool(args["shuffle"])
+        order = (
+            options.order or path.order or (UniformOrder(seed) if shuffle else SequentialOrder())
+        )
+        self.options = replace(options, seed=seed)
+        dataset = path.dataset
+        self._delivery = Delivery.build(dataset, options, self.pin_memory)
+        chunks = self._delivery.device_chunks
+        if chunks is not None and options.order is None and shuffle and not chunks.whole:
+            # A chunk cache on the device: fill it block by block, each chunk about once
+            # per epoch, instead of every batch reading chunks from everywhere.
+            order = BlockShuffleOrder(seed, block_chunks=max(1, chunks.slots // 4))
+        self.order: Order = order
+        self._shuffle = shuffle
+        self._passes = PassState(seed)
+        self._sampler_epoch = None if path.distributed is None else path.distributed.epoch
+        self._orders = EpochOrders(order, dataset)
+        self._orders.prefetch(0)  # overlaps the caller's own setup
         weakref.finalize(self, self._orders.close)
-        self._generation = 0
-        # Passes over a dataset whose chunks are all loaded run on the native thread;
-        # False keeps the Python one (to compare the two).
-        self.native_engine = True
-        self._last: weakref.ref[_Batches] | None = None  # weak: it owns the thread
+        self._last: weakref.ref[BatchSource] | None = None  # weak: it owns the thread
         self._last_stats: PrefetchStats | None = None
+        self._samplers: dict[tuple[int, int], tuple[Sampler[int], PassBatchSampler]] = {}
 
-    @staticmethod
-    def _check_fast(
-        batch_size: int | None,
-        num_workers: int,
-        timeout: float,
-        prefetch_factor: int | None,
-        prefetch: int | None,
-        readahead: int | None,
-    ) -> int:
-        """Validate the fast path's numbers; returns the batch size."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
-        if num_workers < 0:
-            raise ConfigError(f"num_workers: expected >= 0, got {num_workers}")
-        if timeout < 0:
-            raise ConfigError(f"timeout: expected >= 0, got {timeout}")
-        knobs = {"prefetch_factor": prefetch_factor, "prefetch": prefetch, "readahead": readahead}
-        for name, value in knobs.items():
-            if value is not None and (isinstance(value, bool) or value < 1):
-                raise ConfigError(f"{name}: expected an integer >= 1, got {value!r}")
-        return int(batch_size)
+    # -- torch's attributes ------------------------------------------------------------------
 
-    @staticmethod
-    def _check_backend(
-        backend: str | DaliOptions | None,
-        residency: str | ResidentOptions | None,
-        device: torch.device | None,
-    ) -> tuple[DaliOptions | None, ResidentOptions | None]:
-        """The DALI and residency options asked for (``None``: the plain path)."""
-        dali: DaliOptions | None = None
-        if isinstance(backend, DaliOptions):
-            dali = backend
-        elif backend == "dali":
-            dali = DaliOptions()
-        elif backend not in (None, "torch"):
-            raise ConfigError(
-                f"backend: expected 'torch', 'dali' or a DaliOptions, got {backend!r}"
-            )
-        resident: ResidentOptions | None = None
-        if isinstance(residency, ResidentOptions):
-            resident = residency
-        elif residency == "device":
-            resident = ResidentOptions()
-        elif residency not in (None, "host"):
-            raise ConfigError(
-                f"residency: expected 'host', 'device' or a ResidentOptions, got {residency!r}"
-            )
-        if dali is not None and resident is not None:
-            raise ConfigError("backend='dali' and residency='device' do not combine: pick one")
-        if resident is not None and device is None:
-            raise ConfigError(
-                "residency='device' needs device= (e.g. 'cuda'; 'cpu' runs it on host tensors)"
-            )
-        if dali is not None and device is not None and device.type not in ("cpu", "cuda"):
-            raise ConfigError(f"backend='dali' runs on 'cpu' or 'cuda', not on {device}")
-        return dali, resident
+    @property
+    def fast(self) -> bool:
+        """Whether this loader takes the fast path (else it wraps torch's own loader)."""
+        return self._path is not None
 
-    # -- the torch path ------------------------------------------------------------------
+    @property
+    def sampler(self) -> Any:
+        """torch's ``sampler``: the one given, else one that yields this rank's indices of
+        the next pass (a ``DistributedSampler`` when the world has more than one rank)."""
+        if self._torch is not None:
+            return self._torch.sampler
+        given = self._args["sampler"]
+        return given if given is not None else self._pass_samplers()[0]
+
+    @property
+    def batch_sampler(self) -> Any:
+        """torch's ``batch_sampler``: this rank's index lists of the next pass, in order."""
+        if self._torch is not None:
+            return self._torch.batch_sampler
+        return self._pass_samplers()[1]
+
+    @property
+    def collate_fn(self) -> Any:
+        """torch's ``collate_fn`` (the fast path's batches are what ``default_collate``
+        makes of the samples)."""
+        if self._torch is not None:
+            return self._torch.collate_fn
+        return self._args["collate_fn"] or default_collate
+
+    @property
+    def multiprocessing_context(self) -> Any:
+        """torch's ``multiprocessing_context``."""
+        if self._torch is not None:
+            return self._torch.multiprocessing_context
+        return self._args["multiprocessing_context"]
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for attributes not set here: torch's (sampler, collate_fn, ...).
-        if name.startswith("__") or "_torch" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self.__dict__["_torch"], name)
+        # Only reached for attributes not set here: the rest of torch's loader's.
+        torch_loader = self.__dict__.get("_torch")
+        if name.startswith("__") or torch_loader is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(torch_loader, name)
 
-    # -- iteration -------------------------------------------------------------------------
+    def _pass_samplers(self) -> tuple[Sampler[int], PassBatchSampler]:
+        rank, world = self._world()
+        found = self._samplers.get((rank, world))
+        if found is None:
+            sampler: Sampler[int]
+            if world > 1:
+                sampler = ShardSampler(
+                    self,
+                    rank=rank,
+                    world_size=world,
+                    shuffle=self._shuffle,
+                    seed=self._passes.position.seed,
+                    drop_last=not self._pad(world),
+                )
+            else:
+                sampler = PassSampler(self)
+            assert self.batch_size is not None  # the fast path has an integer batch size
+            found = (sampler, PassBatchSampler(self, sampler, self.batch_size, self.drop_last))
+            self._samplers[(rank, world)] = found
+        return found
+
+    # -- the fast path's settings --------------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        """This process's rank, resolved now."""
+        return self._world()[0]
+
+    @property
+    def world_size(self) -> int:
+        """The number of ranks, resolved now."""
+        return self._world()[1]
+
+    @property
+    def device(self) -> torch.device | None:
+        """Where batches are delivered (``None``: the CPU, zero-copy)."""
+        return self.options.torch_device
+
+    @property
+    def prefetch(self) -> int:
+        """Batches assembled ahead of the consumer."""
+        return int(self.options.prefetch or self.prefetch_factor or 2)
+
+    def _world(self) -> tuple[int, int]:
+        path = self._path
+        assert path is not None  # fast path only
+        if path.world is not None:
+            return path.world
+        return world_from_env(self.options.rank, self.options.world_size)
+
+    def _pad(self, world_size: int) -> bool:
+        path = self._path
+        assert path is not None  # fast path only
+        if self.options.pad is not None:
+            return self.options.pad
+        return path.pad if path.pad is not None else world_size > 1
+
+    def _plan(self, epoch: int, start_sample: int) -> ShardPlan:
+        rank, world = self._world()
+        path = self._path
+        assert path is not None
+        assert self.batch_size is not None  # fast path only
+        return ShardPlan(
+            path.epoch_order(self._orders.get(epoch)),
+            self.batch_size,
+            world,
+            rank,
+            self.drop_last,
+            self._pad(world),
+            start_sample=start_sample,
+        )
+
+    def _next_plan(self) -> tuple[ShardPlan, FastPath]:
+        """The plan of the pass ``iter()`` starts next, and the path it reads."""
+        assert self._path is not None  # fast path only
+        self._follow_sampler_epoch()
+        return self._plan(self._passes.epoch, self._passes.next_start()), self._path
+
+    def _follow_sampler_epoch(self) -> None:
+        """Take the epoch a user set on the ``DistributedSampler`` given."""
+        path = self._path
+        if path is not None and path.distributed is not None:
+            epoch = int(path.distributed.epoch)
+            if epoch != self._sampler_epoch:
+                self._sampler_epoch = epoch
+                self._passes.set_epoch(epoch)
+
+    # -- iteration ------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
-        if not self.fast:
-            return iter(self._torch)
-        self._generation += 1
-        epoch, start = self._state.epoch, self._state.samples_consumed
-        plan = self._state.plan(
-            self._orders.get(epoch),
-            self.batch_size,
-            self.world_size,
-            self.rank,
-            self.drop_last,
-            self.pad,
-        )
-        dataset: WindowDataset = self.dataset
-        if self._resident is not None and self._chunks_on_device is not None:
-            resident = ResidentBatches(self._chunks_on_device, plan, self._resident.lookahead)
-            self._last_stats = resident.stats
-            self._last = weakref.ref(resident)
-            return _FastIterator(self, self._generation, plan, resident)
+        if self._torch is not None:
+            batches = iter(self._torch)
+            transform = self.batch_transform
+            return batches if transform is None else map(transform, batches)
+        path = self._path
+        assert path is not None
+        assert self.batch_size is not None
+        self._follow_sampler_epoch()
+        rank, world = self._world()
+        handle = self._passes.begin()
+        plan = self._plan(handle.epoch, handle.start_sample)
         context = (
-            f"epoch {epoch}, rank {self.rank} of {self.world_size}, from global sample {start}"
+            f"epoch {handle.epoch}, rank {rank} of {world}, from global sample "
+            f"{handle.start_sample}"
         )
-        source = self._host_batches(dataset, plan, context)
-        iterator = _FastIterator(self, self._generation, plan, source)
+        source = open_batch_source(
+            path.dataset,
+            plan,
+            self.options,
+            self._delivery,
+            batch_size=self.batch_size,
+            prefetch=self.prefetch,
+            timeout=self.timeout,
+            context=context,
+        )
         self._last = weakref.ref(source)
         self._last_stats = source.stats
-        return iterator
-
-    def _host_batches(self, dataset: WindowDataset, plan: ShardPlan, context: str) -> _Batches:
-        """The pass's batches in host buffers: the Python thread (which loads chunks), the
-        native one once every chunk is loaded, or DALI's pipeline over the Python one."""
-        x_shape = (self.batch_size, dataset.window, dataset.n_features)
-        y_shape = (self.batch_size, dataset.n_labels)
-        pin = self.pin_memory
-
-        def make_slot() -> Slot:
-            return Slot(x_shape, y_shape, pin)
-
-        readahead = Readahead(
-            dataset.cache,
-            lambda step: dataset.chunks_of(plan.batch(step)),
-            plan.num_steps,
-            self.readahead,
-        )
-
-        def fill(step: int, slot: Slot) -> int:
-            indices = plan.batch(step)
-            n = int(indices.shape[0])
-            upcoming = readahead.upcoming(step)
-            chunks = None if dataset.cache.complete else readahead.chunks(step)
-            dataset._get_batch(indices, slot.x[:n], slot.y[:n], chunks, upcoming)
-            return n
-
-        sample_bytes = 4 * (dataset.window * dataset.n_features + dataset.n_labels)
-        # Host batches straight to the consumer: once every chunk is loaded, a native thread
-        # assembles them (no GIL between batches); until then the Python thread, which loads.
-        native = self.native_engine and self._dali is None and self._delivery is host_delivery
-
-        def native_from(
-            step: int, stats: PrefetchStats | None = None, slots: Sequence[Slot] = ()
-        ) -> NativePrefetcher:
-            return NativePrefetcher(
-                dataset,
-                plan,
-                make_slot,
-                depth=self.prefetch,
-                timeout=self.timeout,
-                context=context,
-                sample_bytes=sample_bytes,
-                first_step=step,
-                stats=stats,
-                slots=slots,
-                on_stop=dataset.cache.stop_threads,
-            )
-
-        if native and dataset.cache.complete:
-            return native_from(0)
-        prefetcher = Prefetcher(
-            fill,
-            range(plan.num_steps),
-            make_slot,
-            self._delivery,
-            depth=self.prefetch,
-            timeout=self.timeout,
-            name=f"ticktensor-loader-{next(_threads)}",
-            context=context,
-            sample_bytes=sample_bytes,
-            on_stop=dataset.cache.stop_threads,
-            extra_slots=0 if self._dali is None else self._dali.held_batches,
-            handover=(lambda: dataset.cache.complete) if native else None,
-        )
-        if self._dali is not None:
-            return self._through_dali(prefetcher)
-        return Relay(prefetcher, native_from) if native else prefetcher
-
-    def _dali_normalization(self, dataset: WindowDataset) -> tuple[Any, Any] | None:
-        """``(mean, std)`` for DALI to apply, or ``None``; errors before any thread starts."""
-        options = self._dali
-        assert options is not None
-        if not dali_available():
-            raise ConfigError(
-                "backend='dali' needs NVIDIA DALI: pip install nvidia-dali-cuda120 "
-                "(or the project's 'dali' extra)"
-            )
-        if options.normalize and dataset.normalize:
-            raise ConfigError(
-                "DaliOptions(normalize=True) with a dataset built with normalize=True "
-                "would normalize twice"
-            )
-        normalize = not dataset.normalize if options.normalize is None else options.normalize
-        return normalization(dataset.version, dataset.feature_names) if normalize else None
-
-    def _through_dali(self, prefetcher: Prefetcher) -> DaliBatches:
-        """The pass's batches through a DALI pipeline (normalize, cast)."""
-        options = self._dali
-        assert options is not None
-        dataset: WindowDataset = self.dataset
-        device_id = None
-        if self.device is not None and self.device.type == "cuda":  # pragma: no cover - GPU only
-            # torch types ``index`` as int; it is None for a bare "cuda".
-            index: int | None = self.device.index
-            device_id = torch.cuda.current_device() if index is None else index
-        return DaliBatches(
-            prefetcher,
-            batch_size=self.batch_size,
-            device_id=device_id,
-            scale=self._dali_scale,
-            options=options,
-            sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
+        orders, next_epoch = self._orders, handle.epoch + 1
+        return PassIterator(
+            handle,
+            plan,
+            source,
+            receive=self._delivery.receive,
+            transform=self.batch_transform,
+            on_halfway=lambda: orders.prefetch(next_epoch),
+            index_map=path.index_map,
         )
 
     def __len__(self) -> int:
-        """Batches per epoch (for this rank on the fast path)."""
-        if not self.fast:
+        """Batches per epoch (for this rank, with the world as it is now, on the fast path)."""
+        if self._torch is not None:
             return len(self._torch)
-        if isinstance(self.order, _PERMUTATIONS):
-            total: int | npt.NDArray[np.int64] = len(self.dataset)
+        path = self._path
+        assert path is not None
+        assert self.batch_size is not None
+        total: int | npt.NDArray[np.int64]
+        if isinstance(self.order, _PERMUTATIONS) and path.distributed is None:
+            total = len(path.dataset)
         else:
-            total = self._orders.get(self._state.epoch)
-        plan = ShardPlan(
-            total, self.batch_size, self.world_size, self.rank, self.drop_last, self.pad
-        )
+            total = path.epoch_order(self._orders.get(self._passes.epoch))
+        rank, world = self._world()
+        plan = ShardPlan(total, self.batch_size, world, rank, self.drop_last, self._pad(world))
         return plan.num_steps
 
-    # -- epochs, state, statistics ---------------------------------------------------------
+    # -- epochs, state, statistics ----------------------------------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
-        """Start the next pass at the beginning of ``epoch``.
+        """Make ``epoch`` the current one: the next pass starts at its beginning.
 
-        Setting the epoch the loader is already in keeps its position, so a loop that
-        calls ``set_epoch(e)`` at the top of every epoch still resumes mid-epoch after
-        :meth:`load_state_dict`. On the torch path this calls the sampler's
-        ``set_epoch`` when it has one.
+        Setting the epoch the loader is in already changes nothing, so a loop that calls
+        ``set_epoch(e)`` at the top of every epoch still resumes mid-epoch after
+        :meth:`load_state_dict`. On torch's path this calls the sampler's ``set_epoch``.
         """
-        if not self.fast:
+        if self._torch is not None:
             hooks: tuple[Any, ...] = (self._torch.sampler, self._torch.batch_sampler)
             for hook in hooks:
                 if hasattr(hook, "set_epoch"):
                     hook.set_epoch(epoch)
             return
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ConfigError(f"epoch: expected an integer >= 0, got {epoch!r}")
-        if epoch != self._state.epoch:
-            self._generation += 1  # a running pass no longer moves the state
-            self._state.epoch, self._state.samples_consumed = epoch, 0
-            self._orders.prefetch(epoch)
+        self._passes.set_epoch(epoch)
+        self._orders.prefetch(self._passes.epoch)
 
     @property
     def epoch(self) -> int:
         """The epoch the next (or running) pass belongs to."""
         self._require_fast("epoch")
-        return self._state.epoch
+        return self._passes.epoch
 
     def state_dict(self) -> dict[str, Any]:
         """Position after the batches handed out so far: epoch, seed, global samples consumed.
@@ -480,19 +469,13 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         the epoch's global order is partitioned again.
         """
         self._require_fast("state_dict")
-        return self._state.state_dict()
+        return self._passes.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from ``state`` at the next ``iter()``; a running pass stops counting."""
+        """Resume from ``state`` at the next ``iter()``; a running pass stops counting."""
         self._require_fast("load_state_dict")
-        restored = EpochState.from_state_dict(state)
-        if restored.seed != self._state.seed:
-            raise ConfigError(
-                f"state was saved with seed {restored.seed}, this loader uses seed "
-                f"{self._state.seed}: the order would differ"
-            )
-        self._generation += 1
-        self._state = restored
+        self._passes.load(state)
+        self._orders.prefetch(self._passes.epoch)
 
     def stats(self) -> dict[str, Any]:
         """Figures of the running (or last) pass.
@@ -522,198 +505,68 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             ``loaded_chunks``.
         """
         self._require_fast("stats")
-        figures: dict[str, Any] = {
-            "batches": 0,
-            "samples": 0,
-            "bytes": 0,
-            "wait_s": 0.0,
-            "assemble_s": 0.0,
-            "queue_depth": 0,
-            "mean_queue_depth": 0.0,
-            "first_batch_s": None,
-            "wall_s": 0.0,
-            "stall_fraction": 0.0,
-            "buffers_allocated": 0,
-        }
-        s = self._last_stats
-        if s is not None:
-            running = None if self._last is None else self._last()
-            figures |= {
-                "batches": s.batches,
-                "samples": s.samples,
-                "bytes": s.bytes,
-                "wait_s": s.wait_s,
-                "assemble_s": s.assemble_s,
-                "queue_depth": 0 if running is None else running.queue_depth,
-                "mean_queue_depth": s.depth_seen / s.batches if s.batches else 0.0,
-                "first_batch_s": s.first_batch_s,
-                "wall_s": s.wall_s,
-                "stall_fraction": s.wait_s / s.wall_s if s.wall_s > 0 else 0.0,
-                "buffers_allocated": s.slots_allocated,
-            }
-        cache = self.dataset.cache_stats()
-        figures["cache"] = cache
-        figures["stage_s"] = {
-            "fetch": cache["fetch_s"],
-            "decode": cache["decode_s"],
-            "prepare": cache["prepare_s"],
-            "load_wait": cache["wait_s"],
-            "assemble": figures["assemble_s"],
-            "consumer_wait": figures["wait_s"],
-        }
-        figures["memory"] = self._memory
-        figures["backend"] = "torch" if self._dali is None else "dali"
-        figures["residency"] = "host" if self._resident is None else "device"
-        if self._chunks_on_device is not None:
-            device_chunks = self._chunks_on_device
-            figures["resident"] = device_chunks.stats | {"loaded_chunks": device_chunks.loaded}
-        return figures | {
-            "epoch": self._state.epoch,
-            "samples_consumed": self._state.samples_consumed,
-        }
+        path = self._path
+        assert path is not None
+        return loader_stats(
+            self._last_stats,
+            None if self._last is None else self._last(),
+            path.dataset,
+            self._delivery,
+            "torch" if self.options.dali is None else "dali",
+            "host" if self.options.resident is None else "device",
+            self._passes.state_dict(),
+        )
 
     def _require_fast(self, what: str) -> None:
-        if not self.fast:
+        if self._torch is not None:
             raise TypeError(
                 f"{what}() needs the fast path (a WindowDataset); this loader wraps torch's"
             )
 
+    # -- copies: the arguments and the position travel; threads and buffers are rebuilt --------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "args": self._args,
+            "fast": self._fast_options,
+            "batch_transform": self.batch_transform,
+        }
+        if self._path is not None:
+            state["position"] = self._passes.state_dict()
+            state["resume"] = self._passes.resuming
+            state["sampler_epoch"] = self._sampler_epoch
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._args = dict(state["args"])
+        self._setup(state["fast"], state["batch_transform"], announce=False)
+        if "position" in state:
+            self._passes.restore(state["position"], resume=bool(state["resume"]))
+            self._sampler_epoch = state["sampler_epoch"]
+
     def __repr__(self) -> str:
-        if not self.fast:
-            return (
-                f"DataLoader(torch, dataset={self.dataset!r}, batch_size={self._torch.batch_size})"
-            )
+        if self._torch is not None:
+            return f"DataLoader(torch, dataset={self.dataset!r}, batch_size={self.batch_size})"
         return (
             f"DataLoader(fast, dataset={self.dataset!r}, batch_size={self.batch_size}, "
-            f"order={self.order!r}, rank={self.rank}, world_size={self.world_size}, "
-            f"epoch={self._state.epoch})"
+            f"order={self.order!r}, epoch={self._passes.epoch})"
         )
 
 
-class _Batches(Protocol):
-    """A pass's batches as ``(step, n, x, y, event)``: prefetched, through DALI, or resident."""
-
-    stats: PrefetchStats
-
-    def __next__(self) -> tuple[Any, ...]: ...
-
-    def close(self) -> None: ...
-
-    @property
-    def queue_depth(self) -> int: ...
-
-
-class _FastIterator(Iterator[Batch]):
-    """One pass over the rest of an epoch; moves the loader's state as batches are handed out.
-
-    :attr:`indices` are the dataset's sample indices of the batch handed out last, for
-    consumers that log or check which samples they trained on.
-    """
-
-    _step: int | None = None
-
-    def __init__(
-        self, loader: DataLoader, generation: int, plan: ShardPlan, prefetcher: _Batches
-    ) -> None:
-        self._loader = loader
-        self._generation = generation
-        self._plan = plan
-        self._prefetcher = prefetcher
-        delivery = loader._delivery
-        self._receive = delivery.receive if isinstance(delivery, CudaDelivery) else None
-
-    def __next__(self) -> Batch:
-        try:
-            step, _, x, y, event = next(self._prefetcher)
-        except StopIteration:
-            if self._current():
-                self._loader._state.next_epoch()
-                self._generation = -1
-            raise
-        if self._receive is not None:
-            self._receive(x, y, event)
-        self._step = step
-        if self._current():
-            loader = self._loader
-            loader._state.samples_consumed = self._plan.samples_consumed(step + 1)
-            if step == self._plan.num_steps // 2:
-                loader._orders.prefetch(loader._state.epoch + 1)
-        return x, y
-
-    @property
-    def indices(self) -> npt.NDArray[np.int64] | None:
-        """The dataset's sample indices of the batch handed out last (``None`` before)."""
-        return None if self._step is None else self._plan.batch(self._step)
-
-    def _current(self) -> bool:
-        return self._generation == self._loader._generation
-
-    def close(self) -> None:
-        """Stop assembling; the loader's position stays after the last batch handed out."""
-        self._prefetcher.close()
-
-    def __len__(self) -> int:
-        return self._plan.num_steps
-
-
-class _Orders:
-    """Epoch orders, computed ahead in a short-lived thread so that ``iter()`` rarely waits.
-
-    A uniform order over D1's 16 M samples takes about 0.2 s (numpy's: 0.6 s): the order of
-    the first epoch is started when the loader is built, the next epoch's halfway through
-    a pass.
-    At most the orders of the current and the next epoch are kept.
-    """
-
-    def __init__(self, order: Order, dataset: WindowDataset) -> None:
-        self._order = order
-        self._dataset = dataset
-        self._done: dict[int, npt.NDArray[np.int64] | BaseException] = {}
-        self._running: dict[int, threading.Thread] = {}
-
-    def prefetch(self, epoch: int) -> None:
-        """Start computing ``epoch``'s order unless it is known or on its way."""
-        if epoch in self._done or epoch in self._running:
-            return
-        thread = threading.Thread(
-            target=_compute_order,
-            args=(self._order, self._dataset, epoch, self._done),
-            name=f"ticktensor-order-{next(_threads)}",
-            daemon=True,
-        )
-        self._running[epoch] = thread
-        thread.start()
-
-    def get(self, epoch: int) -> npt.NDArray[np.int64]:
-        """``epoch``'s order, waiting for (or doing) its computation."""
-        thread = self._running.pop(epoch, None)
-        if thread is not None:
-            thread.join()
-        if epoch not in self._done:
-            _compute_order(self._order, self._dataset, epoch, self._done)
-        for old in list(self._done):  # list() is atomic; a thread may add an epoch
-            if old < epoch:
-                self._done.pop(old, None)
-        result = self._done[epoch]
-        if isinstance(result, BaseException):
-            del self._done[epoch]  # computed again next time
-            raise result
-        return result
-
-    def close(self) -> None:
-        """Wait for orders being computed (at most one epoch's)."""
-        for thread in self._running.values():
-            thread.join()
-        self._running.clear()
-
-
-def _compute_order(
-    order: Order,
-    dataset: WindowDataset,
-    epoch: int,
-    done: dict[int, npt.NDArray[np.int64] | BaseException],
-) -> None:
-    try:
-        done[epoch] = np.asarray(order.order(dataset, epoch), dtype=np.int64)
-    except BaseException as exc:  # raised again by _Orders.get in the caller's thread
-        done[epoch] = exc
+def _with_legacy(fast: FastOptions | None, legacy: dict[str, Any]) -> FastOptions | None:
+    """``fast`` with the earlier releases' fast-path keywords folded in (deprecated)."""
+    unknown = sorted(set(legacy) - set(_LEGACY))
+    if unknown:
+        raise TypeError(f"DataLoader() got unexpected keyword argument(s) {unknown}")
+    given = {name: value for name, value in legacy.items() if value is not None}
+    if not given:
+        return fast
+    if fast is not None:
+        raise ConfigError(f"{sorted(given)}: give these in fast=FastOptions(...), not beside it")
+    warnings.warn(
+        f"DataLoader({', '.join(f'{k}=' for k in sorted(given))}) is deprecated: pass "
+        f"fast=FastOptions({', '.join(f'{k}=...' for k in sorted(given))})",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return FastOptions(**given)

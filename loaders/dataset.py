@@ -504,6 +504,91 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         _LIVE.add(sub)
         return sub
 
+    @classmethod
+    def concat(cls, parts: Sequence[WindowDataset]) -> WindowDataset:
+        """One dataset of the samples of ``parts``, one part after the other.
+
+        Sample ``j`` of part ``p`` is sample ``sum(len(parts[:p])) + j`` of the result, as
+        in ``torch.utils.data.ConcatDataset``. The parts must read the same store version
+        with the same window, features, labels and normalization. Parts that are subsets
+        of one dataset share its chunks and gather; otherwise their sources are joined
+        (each distinct source once) under a new chunk cache.
+        """
+        if not parts:
+            raise ConfigError("concat: expected at least one WindowDataset, got none")
+        first = parts[0]
+        for i, part in enumerate(parts[1:], start=1):
+            differs = _concat_mismatch(first, part)
+            if differs:
+                raise ConfigError(f"concat: part {i} differs from part 0 in {differs}")
+        if all(part._cache is first._cache for part in parts):
+            return first._resampled(
+                np.concatenate([p.sample_segment for p in parts]),
+                np.concatenate([p.sample_start for p in parts]),
+            )
+        sources: dict[tuple[str, ...], int] = {}  # a source's segment paths -> its number
+        runs: list[tuple[SegmentRecord, ...]] = []
+        labels: list[Floats] = []
+        segments: list[Int32s] = []
+        for part in parts:
+            rows = np.diff(np.append(part._label_offset, part._labels_flat.shape[0]))
+            local = np.empty(len(part.records), dtype=np.int32)
+            for s, records in enumerate(part.records):
+                key = tuple(record.path for record in records)
+                if key not in sources:
+                    sources[key] = len(sources)
+                    runs.append(records)
+                    lo = int(part._label_offset[s])
+                    labels.append(part._labels_flat[lo : lo + int(rows[s])])
+                local[s] = sources[key]
+            segments.append(local[part.sample_segment])
+        merged = object.__new__(cls)
+        merged.__dict__.update({k: v for k, v in first.__dict__.items() if k not in _PER_SOURCE})
+        merged.records = runs
+        merged.symbols = tuple(sorted({run[0].symbol for run in merged.records}))
+        merged._source_symbol = np.asarray(
+            [merged.symbols.index(run[0].symbol) for run in merged.records], dtype=np.int32
+        )
+        merged.chunks = ChunkIndex(merged.version, [list(run) for run in merged.records])
+        counts = [block.shape[0] for block in labels]
+        merged._label_offset = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        merged._labels_flat = np.concatenate(labels)
+        merged.sample_segment = _frozen(np.concatenate(segments).astype(np.int32))
+        merged.sample_start = _frozen(np.concatenate([p.sample_start for p in parts]))
+        total = sum(merged._loader.nbytes(f) for f in merged.chunks.files)
+        merged.cache_bytes = int(min(total, sum(p.cache_bytes for p in parts)))
+        merged._start_engine()
+        _LIVE.add(merged)
+        return merged
+
+    def _resampled(self, segments: Int32s, starts: Int64s) -> WindowDataset:
+        """A dataset of the samples ``(segments, starts)`` of this dataset's sources,
+        sharing its chunks and gather."""
+        sub = object.__new__(type(self))  # not copy.copy: that would pickle and rebuild
+        sub.__dict__.update(self.__dict__)
+        for name in _DERIVED:
+            sub.__dict__.pop(name, None)
+        sub.sample_segment = _frozen(np.asarray(segments, dtype=np.int32))
+        sub.sample_start = _frozen(np.asarray(starts, dtype=np.int64))
+        _LIVE.add(sub)
+        return sub
+
+    def __getitems__(self, indices: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Samples ``indices`` as ``(window, label)`` pairs, gathered in one native call.
+
+        torch's ``DataLoader`` calls this instead of ``__getitem__`` once per sample when
+        it builds a batch, so torch's own loader (a ``collate_fn``, a custom sampler) reads
+        a batch at a time too.
+        """
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        n = len(self)
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            bad = idx[(idx < -n) | (idx >= n)][0]
+            raise IndexError(f"sample {bad} out of range for a dataset of {n} samples")
+        x, y = self._get_batch(idx % n if n else idx, None, None)
+        xs, ys = torch.from_numpy(x), torch.from_numpy(y)
+        return [(xs[i], ys[i]) for i in range(idx.size)]
+
     def close(self) -> None:
         """Drop every loaded chunk and stop the loading threads (a later batch restarts them)."""
         self._cache.close()
@@ -550,6 +635,27 @@ def _ram() -> int:
 
 
 _DERIVED = ("sample_ts", "sample_first_ts", "sample_symbol", "sample_chunk")
+# What a concatenation of datasets over other sources computes anew.
+_PER_SOURCE = (*_DERIVED, "ts_sources", "sources", "_gather", "_cache")
+
+
+def _concat_mismatch(a: WindowDataset, b: WindowDataset) -> str:
+    """What keeps ``a`` and ``b`` from being one dataset ('' when nothing)."""
+    checks = {
+        "store version": (
+            (a.version.location.url, a.version.version),
+            (b.version.location.url, b.version.version),
+        ),
+        "window": (a.window, b.window),
+        "features": (a.feature_names, b.feature_names),
+        "labels": (a.label_names, b.label_names),
+        "normalize": (a.normalize, b.normalize),
+    }
+    return ", ".join(
+        f"{name} ({mine!r} vs {theirs!r})"
+        for name, (mine, theirs) in checks.items()
+        if mine != theirs
+    )
 
 
 def _frozen(array: npt.NDArray[Any]) -> npt.NDArray[Any]:

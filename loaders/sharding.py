@@ -170,11 +170,15 @@ def rank_batches(
 
 
 def world_from_env(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
-    """``(rank, world_size)`` of this process.
+    """``(rank, world_size)`` of this process, as known now.
 
     Explicit arguments win (both must be given together); then an initialized
-    ``torch.distributed`` process group; then the ``RANK`` / ``WORLD_SIZE`` variables
-    that ``torchrun`` sets; else ``(0, 1)``.
+    ``torch.distributed`` process group; then the launcher's environment: ``RANK`` and
+    ``WORLD_SIZE`` (``torchrun``, accelerate), or ``LOCAL_RANK`` with ``NODE_RANK`` and
+    ``LOCAL_WORLD_SIZE`` (Lightning's launcher sets ``LOCAL_RANK``, ``NODE_RANK`` and
+    ``WORLD_SIZE`` only, which names the rank on a single node); else ``(0, 1)``.
+    An environment that says ``WORLD_SIZE > 1`` without naming this process's rank is
+    an error, not rank 0: every rank would otherwise load the full data.
     """
     if (rank is None) != (world_size is None):
         raise ConfigError("give both rank and world_size, or neither")
@@ -245,15 +249,37 @@ def _detect_world() -> tuple[int, int]:
         dist = None  # type: ignore[assignment]
     if dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        try:
-            return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        except ValueError:
-            raise ConfigError(
-                f"RANK={os.environ['RANK']!r} / WORLD_SIZE={os.environ['WORLD_SIZE']!r} "
-                "are not integers"
-            ) from None
+    env = os.environ
+    world = _env_int("WORLD_SIZE")
+    if "RANK" in env and world is not None:
+        return _env_int("RANK") or 0, world
+    if "LOCAL_RANK" in env and world is not None:
+        local, node = _env_int("LOCAL_RANK") or 0, _env_int("NODE_RANK") or 0
+        if node == 0:
+            return local, world
+        local_world = _env_int("LOCAL_WORLD_SIZE")
+        if local_world is not None:
+            return node * local_world + local, world
+    if world is not None and world > 1:
+        named = {k: env[k] for k in ("LOCAL_RANK", "NODE_RANK", "LOCAL_WORLD_SIZE") if k in env}
+        raise ConfigError(
+            f"WORLD_SIZE={world} but this process's rank is unknown (no process group, no "
+            f"RANK, and {named or 'no LOCAL_RANK'} do not name it): set RANK, or "
+            "LOCAL_WORLD_SIZE with NODE_RANK, or pass rank= and world_size=; loading the "
+            "full data on every rank would repeat it"
+        )
     return 0, 1
+
+
+def _env_int(name: str) -> int | None:
+    """The integer in environment variable ``name`` (``None`` when unset)."""
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not an integer") from None
 
 
 @dataclass

@@ -13,6 +13,7 @@ __all__ = [
     "FormatVersionError",
     "InputError",
     "SchemaError",
+    "SlowPathWarning",
     "StoreCorruptError",
     "StoreError",
     "StoreNotFoundError",
@@ -77,3 +78,9 @@ class VersionNotFoundError(StoreError, LookupError):
 
 class VersionConflictError(StoreError):
     """A commit was based on a version that is no longer the latest, or clashes with it."""
+
+
+class SlowPathWarning(UserWarning):
+    """A window dataset goes through torch's per-sample path (or a torch option has no
+    effect on the fast path): the message names the hook, the reason and the fast
+    alternative."""

@@ -12,7 +12,7 @@ import zarr
 
 from ticktensor import DataLoader
 from ticktensor.errors import StoreCorruptError
-from ticktensor.loaders import BlockShuffleOrder, WindowDataset
+from ticktensor.loaders import BlockShuffleOrder, FastOptions, WindowDataset
 from ticktensor.loaders._chunks import ChunkLoader, _segment_chunks, read_array
 from ticktensor.store import Codec, StoreVersion
 
@@ -118,7 +118,9 @@ def test_a_small_cache_evicts_and_batches_stay_exact(tmp_path: Path) -> None:
     version = codec_store(str(tmp_path / "store"), Codec.LZ4, chunk_rows=8)
     budget = 3 * 8 * len(FEATURES) * 4  # three chunks
     ds = WindowDataset(version, WINDOW, cache_bytes=budget, threads=2)
-    loader = DataLoader(ds, batch_size=4, order=BlockShuffleOrder(seed=2, block_chunks=1))
+    loader = DataLoader(
+        ds, batch_size=4, fast=FastOptions(order=BlockShuffleOrder(seed=2, block_chunks=1))
+    )
     seen, expected = [], []
     order = BlockShuffleOrder(seed=2, block_chunks=1).order(ds, 0)
     for step, (x, _) in enumerate(loader):

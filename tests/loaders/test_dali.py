@@ -12,7 +12,13 @@ import torch
 
 from ticktensor.errors import ConfigError
 from ticktensor.kernels import ThreadPool
-from ticktensor.loaders import BlockShuffleOrder, DaliOptions, UniformOrder, WindowDataset
+from ticktensor.loaders import (
+    BlockShuffleOrder,
+    DaliOptions,
+    FastOptions,
+    UniformOrder,
+    WindowDataset,
+)
 from ticktensor.loaders.dali import dali_available
 from ticktensor.loaders.dataloader import DataLoader
 from ticktensor.store import FeatureStats, Layout, Store, StoreVersion
@@ -72,8 +78,10 @@ def assert_same(
 
 def test_normalized_batches_equal_the_torch_paths(version: StoreVersion) -> None:
     order = BlockShuffleOrder(seed=4, block_chunks=2)
-    torch_path = DataLoader(dataset(version, normalize=True), batch_size=8, order=order)
-    dali = DataLoader(dataset(version), batch_size=8, order=order, backend="dali")
+    torch_path = DataLoader(
+        dataset(version, normalize=True), batch_size=8, fast=FastOptions(order=order)
+    )
+    dali = DataLoader(dataset(version), batch_size=8, fast=FastOptions(order=order, backend="dali"))
     assert len(dali) == len(torch_path)
     expected = collect(torch_path)
     assert_same(collect(dali), expected)
@@ -90,15 +98,26 @@ def test_normalized_batches_equal_the_torch_paths(version: StoreVersion) -> None
 
 def test_unnormalized_and_float16(version: StoreVersion) -> None:
     raw = dataset(version)
-    plain = collect(DataLoader(raw, batch_size=16, shuffle=True, seed=3))
+    plain = collect(DataLoader(raw, batch_size=16, shuffle=True, fast=FastOptions(seed=3)))
     off = DaliOptions(normalize=False)
-    assert_same(collect(DataLoader(raw, batch_size=16, shuffle=True, seed=3, backend=off)), plain)
-    normed = collect(DataLoader(dataset(version, True), batch_size=16, shuffle=True, seed=3))
-    half = DataLoader(raw, batch_size=16, shuffle=True, seed=3, backend=DaliOptions("float16"))
+    assert_same(
+        collect(
+            DataLoader(raw, batch_size=16, shuffle=True, fast=FastOptions(seed=3, backend=off))
+        ),
+        plain,
+    )
+    normed = collect(
+        DataLoader(dataset(version, True), batch_size=16, shuffle=True, fast=FastOptions(seed=3))
+    )
+    half = DataLoader(
+        raw, batch_size=16, shuffle=True, fast=FastOptions(seed=3, backend=DaliOptions("float16"))
+    )
     got = collect(half)
     assert got[0][0].dtype == torch.float16
     assert_same(got, [(x.half(), y) for x, y in normed])
-    bf16 = DataLoader(raw, batch_size=16, shuffle=True, seed=3, backend=DaliOptions("bfloat16"))
+    bf16 = DataLoader(
+        raw, batch_size=16, shuffle=True, fast=FastOptions(seed=3, backend=DaliOptions("bfloat16"))
+    )
     got = collect(bf16)
     assert got[0][0].dtype == torch.bfloat16
     assert_same(got, [(x.bfloat16(), y) for x, y in normed])
@@ -110,24 +129,25 @@ def test_sharding_state_and_empty_batches(version: StoreVersion) -> None:
     # pad=False over 3 ranks: the last step's few samples leave some ranks an empty batch.
     batch = 9
     assert 0 < n % (batch * 3) < 3
-    common = {"batch_size": batch, "order": UniformOrder(seed=9), "world_size": 3, "pad": False}
+    common = {"batch_size": batch}
+    plan = {"order": UniformOrder(seed=9), "world_size": 3, "pad": False}
     for rank in range(3):
-        expected = collect(DataLoader(normed, rank=rank, **common))  # type: ignore[arg-type]
-        dali = DataLoader(raw, rank=rank, backend="dali", **common)  # type: ignore[arg-type]
+        expected = collect(DataLoader(normed, **common, fast=FastOptions(rank=rank, **plan)))
+        dali = DataLoader(raw, **common, fast=FastOptions(rank=rank, backend="dali", **plan))
         assert len(dali) == len(expected)
         it = iter(dali)
         head = [(x.clone(), y.clone()) for x, y in (next(it) for _ in range(2))]
         state = dali.state_dict()
         assert state["samples_consumed"] == 2 * batch * 3
         it.close()  # type: ignore[attr-defined]
-        resumed = DataLoader(raw, rank=rank, backend="dali", **common)  # type: ignore[arg-type]
+        resumed = DataLoader(raw, **common, fast=FastOptions(rank=rank, backend="dali", **plan))
         resumed.load_state_dict(state)
         assert_same(head + collect(resumed), expected)
 
 
 def test_errors_reach_the_consumer(version: StoreVersion, monkeypatch: pytest.MonkeyPatch) -> None:
     raw = dataset(version)
-    loader = DataLoader(raw, batch_size=8, backend="dali")
+    loader = DataLoader(raw, batch_size=8, fast=FastOptions(backend="dali"))
     original = raw._get_batch
     calls = []
 
@@ -152,15 +172,23 @@ def test_options(version: StoreVersion) -> None:
     with pytest.raises(ConfigError, match="num_threads"):
         DaliOptions(num_threads=0)
     with pytest.raises(ConfigError, match="backend"):
-        DataLoader(dataset(version), batch_size=4, backend="jax")
+        DataLoader(dataset(version), batch_size=4, fast=FastOptions(backend="jax"))
     with pytest.raises(ConfigError, match="do not combine"):
-        DataLoader(dataset(version), batch_size=4, backend="dali", device="cpu", residency="device")
+        DataLoader(
+            dataset(version),
+            batch_size=4,
+            fast=FastOptions(backend="dali", device="cpu", residency="device"),
+        )
     with pytest.raises(ConfigError, match="normalize twice"):
-        DataLoader(dataset(version, True), batch_size=4, backend=DaliOptions(normalize=True))
+        DataLoader(
+            dataset(version, True),
+            batch_size=4,
+            fast=FastOptions(backend=DaliOptions(normalize=True)),
+        )
 
 
 def test_breaking_out_stops_the_background_thread(version: StoreVersion) -> None:
-    loader = DataLoader(dataset(version), batch_size=4, backend="dali")
+    loader = DataLoader(dataset(version), batch_size=4, fast=FastOptions(backend="dali"))
     for _ in loader:
         break
     deadline = time.monotonic() + 5
@@ -174,7 +202,7 @@ def test_an_empty_pass_and_an_error_in_the_first_batch(
     version: StoreVersion, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     raw = dataset(version)
-    loader = DataLoader(raw, batch_size=8, backend="dali")
+    loader = DataLoader(raw, batch_size=8, fast=FastOptions(backend="dali"))
     loader.load_state_dict({"epoch": 0, "seed": 0, "samples_consumed": len(raw)})
     assert list(loader) == []
     assert loader.epoch == 1

@@ -16,8 +16,8 @@ import torch
 from torch.utils.data import TensorDataset
 
 import ticktensor
-from ticktensor.errors import ConfigError
-from ticktensor.loaders import SequentialOrder, UniformOrder, WindowDataset
+from ticktensor.errors import ConfigError, SlowPathWarning
+from ticktensor.loaders import FastOptions, SequentialOrder, UniformOrder, WindowDataset
 from ticktensor.loaders.dataloader import DataLoader
 from ticktensor.store import Layout, Store, StoreVersion
 
@@ -111,14 +111,15 @@ def test_package_exports_dataloader_lazily() -> None:
 
 
 def test_per_sample_hooks_take_torchs_path(dataset: WindowDataset) -> None:
-    loader = DataLoader(dataset, batch_size=8, collate_fn=len)
+    with pytest.warns(SlowPathWarning, match=r"collate_fn=len .* use batch_transform="):
+        loader = DataLoader(dataset, batch_size=8, collate_fn=len)
     assert not loader.fast
     assert list(loader)[:2] == [8, 8]
 
 
 def test_fast_only_options_are_rejected_on_torchs_path() -> None:
-    with pytest.raises(ConfigError, match="order, seed: only for the fast path"):
-        DataLoader([1, 2, 3], order=SequentialOrder(), seed=1)
+    with pytest.raises(ConfigError, match=r"applies to the fast path only.*no window dataset"):
+        DataLoader([1, 2, 3], fast=FastOptions(order=SequentialOrder(), seed=1))
 
 
 # -- the fast path against the slow reference ----------------------------------------------
@@ -126,7 +127,7 @@ def test_fast_only_options_are_rejected_on_torchs_path() -> None:
 
 @pytest.mark.parametrize("order", [SequentialOrder(), UniformOrder(5)])
 def test_fast_path_equals_reference(dataset: WindowDataset, order: Any) -> None:
-    loader = DataLoader(dataset, batch_size=32, order=order, prefetch=2)
+    loader = DataLoader(dataset, batch_size=32, fast=FastOptions(order=order, prefetch=2))
     assert loader.fast
     batches = list(loader)
     expected = order.order(dataset, 0)
@@ -148,19 +149,22 @@ def test_shuffle_and_generator_choose_the_default_order(dataset: WindowDataset) 
         dataset, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(9)
     )
     assert seeded.order == UniformOrder(9)
-    assert DataLoader(dataset, batch_size=8, shuffle=True, seed=4).order == UniformOrder(4)
+    assert DataLoader(
+        dataset, batch_size=8, shuffle=True, fast=FastOptions(seed=4)
+    ).order == UniformOrder(4)
 
 
 def test_kept_batches_stay_correct(dataset: WindowDataset) -> None:
     """``list(loader)`` keeps every batch: no buffer may be refilled under it."""
-    loader = DataLoader(dataset, batch_size=8, shuffle=True, prefetch=1)
+    loader = DataLoader(dataset, batch_size=8, shuffle=True, fast=FastOptions(prefetch=1))
     kept = list(loader)
     want_x, want_y = reference(dataset, UniformOrder(0).order(dataset, 0))
     assert torch.equal(torch.cat([b[0] for b in kept]), want_x)
     assert torch.equal(torch.cat([b[1] for b in kept]), want_y)
     # Views and numpy arrays of a batch also hold its buffer.
     views = [
-        (x[1:3], y.numpy()) for x, y in DataLoader(dataset, batch_size=8, shuffle=True, seed=2)
+        (x[1:3], y.numpy())
+        for x, y in DataLoader(dataset, batch_size=8, shuffle=True, fast=FastOptions(seed=2))
     ]
     order = UniformOrder(2).order(dataset, 0)
     for k, (x, y) in enumerate(views):
@@ -170,7 +174,7 @@ def test_kept_batches_stay_correct(dataset: WindowDataset) -> None:
 
 
 def test_dropped_batches_reuse_buffers(dataset: WindowDataset) -> None:
-    loader = DataLoader(dataset, batch_size=8, prefetch=2)
+    loader = DataLoader(dataset, batch_size=8, fast=FastOptions(prefetch=2))
     count = sum(1 for _ in loader)
     assert count == 25
     assert loader.stats()["buffers_allocated"] <= 5  # queued 2, filling 1, consumer 2
@@ -179,7 +183,10 @@ def test_dropped_batches_reuse_buffers(dataset: WindowDataset) -> None:
 def test_pin_memory_without_cuda_is_a_no_op(dataset: WindowDataset) -> None:
     loader = DataLoader(dataset, batch_size=16, pin_memory=True)
     x, _ = next(iter(loader))
-    assert loader.pin_memory is torch.cuda.is_available()
+    assert loader.pin_memory is True  # torch's attribute: what was asked for
+    assert loader.stats()["memory"] == (
+        "pinned" if torch.cuda.is_available() else "pageable (no CUDA)"
+    )
     assert x.is_pinned() is torch.cuda.is_available()
     if not torch.cuda.is_available():
         assert x.data_ptr() % 4096 == 0  # ordinary buffers are page-aligned
@@ -187,7 +194,7 @@ def test_pin_memory_without_cuda_is_a_no_op(dataset: WindowDataset) -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_device_copies_match(dataset: WindowDataset) -> None:  # pragma: no cover - GPU only
-    loader = DataLoader(dataset, batch_size=16, shuffle=True, device="cuda")
+    loader = DataLoader(dataset, batch_size=16, shuffle=True, fast=FastOptions(device="cuda"))
     got = [(x.cpu(), y.cpu()) for x, y in loader]
     want = reference(dataset, UniformOrder(0).order(dataset, 0))
     assert torch.equal(torch.cat([g[0] for g in got]), want[0])
@@ -195,7 +202,7 @@ def test_device_copies_match(dataset: WindowDataset) -> None:  # pragma: no cove
 
 def test_drop_last_and_pad(dataset: WindowDataset) -> None:
     assert len(DataLoader(dataset, batch_size=32, drop_last=True)) == 6
-    padded = list(DataLoader(dataset, batch_size=32, pad=True))
+    padded = list(DataLoader(dataset, batch_size=32, fast=FastOptions(pad=True)))
     assert [x.shape[0] for x, _ in padded] == [32] * 7
     assert torch.equal(padded[-1][0][3:], reference(dataset, np.arange(29))[0])  # wrapped
 
@@ -204,7 +211,12 @@ def test_ranks_split_each_global_step(dataset: WindowDataset) -> None:
     ids = sample_ids(dataset)
     per_rank = [
         indices_of(
-            list(DataLoader(dataset, batch_size=10, shuffle=True, rank=r, world_size=3)), ids
+            list(
+                DataLoader(
+                    dataset, batch_size=10, shuffle=True, fast=FastOptions(rank=r, world_size=3)
+                )
+            ),
+            ids,
         )
         for r in range(3)
     ]
@@ -240,7 +252,10 @@ def test_resume_mid_epoch_yields_exactly_the_rest(
     seen: list[int] = []
     for r in range(saved_world):
         loader = DataLoader(
-            dataset, batch_size=8, shuffle=True, rank=r, world_size=saved_world, pad=False
+            dataset,
+            batch_size=8,
+            shuffle=True,
+            fast=FastOptions(rank=r, world_size=saved_world, pad=False),
         )
         iterator = iter(loader)
         seen += indices_of([next(iterator) for _ in range(3)], ids)
@@ -251,7 +266,10 @@ def test_resume_mid_epoch_yields_exactly_the_rest(
     rest: list[int] = []
     for r in range(new_world):
         loader = DataLoader(
-            dataset, batch_size=8, shuffle=True, rank=r, world_size=new_world, pad=False
+            dataset,
+            batch_size=8,
+            shuffle=True,
+            fast=FastOptions(rank=r, world_size=new_world, pad=False),
         )
         loader.set_epoch(0)  # the usual loop head keeps the restored position
         loader.load_state_dict(states[0])
@@ -263,7 +281,7 @@ def test_resume_mid_epoch_yields_exactly_the_rest(
 
 
 def test_state_with_another_seed_is_refused(dataset: WindowDataset) -> None:
-    loader = DataLoader(dataset, batch_size=8, shuffle=True, seed=1)
+    loader = DataLoader(dataset, batch_size=8, shuffle=True, fast=FastOptions(seed=1))
     with pytest.raises(ConfigError, match="seed 2"):
         loader.load_state_dict({"epoch": 0, "seed": 2, "samples_consumed": 8})
 
@@ -306,7 +324,7 @@ def test_stats(dataset: WindowDataset) -> None:
 
 
 def test_break_leaves_no_thread(dataset: WindowDataset) -> None:
-    loader = DataLoader(dataset, batch_size=4, prefetch=3)
+    loader = DataLoader(dataset, batch_size=4, fast=FastOptions(prefetch=3))
     for _ in loader:
         names = [t.name for t in loader_threads()]
         assert sum(n.startswith("ticktensor-loader-") for n in names) == 1, names
@@ -396,7 +414,7 @@ def test_timeout_names_the_batch(version: StoreVersion) -> None:
 
 
 def test_the_iterator_names_the_samples_of_each_batch(dataset: WindowDataset) -> None:
-    loader = DataLoader(dataset, batch_size=8, shuffle=True, rank=1, world_size=2)
+    loader = DataLoader(dataset, batch_size=8, shuffle=True, fast=FastOptions(rank=1, world_size=2))
     iterator = iter(loader)
     assert iterator.indices is None  # type: ignore[attr-defined]
     for x, y in iterator:

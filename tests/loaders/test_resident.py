@@ -12,6 +12,7 @@ from ticktensor.errors import ConfigError
 from ticktensor.kernels import ThreadPool
 from ticktensor.loaders import (
     BlockShuffleOrder,
+    FastOptions,
     ResidentOptions,
     SequentialOrder,
     UniformOrder,
@@ -79,9 +80,11 @@ def test_same_batches_as_the_host_path(
 ) -> None:
     ds = dataset(version, normalize=normalize, features=["frac", "id", "noise"])
     order = BlockShuffleOrder(seed=3, block_chunks=1)
-    host = DataLoader(ds, batch_size=6, order=order)
+    host = DataLoader(ds, batch_size=6, fast=FastOptions(order=order))
     resident = DataLoader(
-        ds, batch_size=6, order=order, device="cpu", residency=ResidentOptions(budget_bytes=budget)
+        ds,
+        batch_size=6,
+        fast=FastOptions(order=order, device="cpu", residency=ResidentOptions(budget_bytes=budget)),
     )
     assert len(resident) == len(host)
     expected, got = batches(host), batches(resident)
@@ -116,24 +119,31 @@ def test_windows_across_chunks_and_uniform_order(version: StoreVersion) -> None:
         np.testing.assert_array_equal(x.numpy(), reference[0][idx])
         np.testing.assert_array_equal(y.numpy(), reference[1][idx])
     assert chunks.loaded <= 3
-    host = DataLoader(ds, batch_size=16, shuffle=True, seed=5)
-    device = DataLoader(ds, batch_size=16, shuffle=True, seed=5, device="cpu", residency="device")
+    host = DataLoader(ds, batch_size=16, shuffle=True, fast=FastOptions(seed=5))
+    device = DataLoader(
+        ds, batch_size=16, shuffle=True, fast=FastOptions(seed=5, device="cpu", residency="device")
+    )
     assert_same(batches(device), batches(host))
 
 
 def test_sharding_state_and_epochs_match_the_host_path(version: StoreVersion) -> None:
     ds = dataset(version)
-    common = {"batch_size": 4, "order": UniformOrder(seed=2), "world_size": 2, "pad": False}
+    common = {"batch_size": 4}
+    plan = {"order": UniformOrder(seed=2), "world_size": 2, "pad": False}
     for rank in (0, 1):
-        host = DataLoader(ds, rank=rank, **common)  # type: ignore[arg-type]
-        device = DataLoader(ds, rank=rank, device="cpu", residency="device", **common)  # type: ignore[arg-type]
+        host = DataLoader(ds, **common, fast=FastOptions(rank=rank, **plan))  # type: ignore[arg-type]
+        device = DataLoader(
+            ds, **common, fast=FastOptions(rank=rank, device="cpu", residency="device", **plan)
+        )  # type: ignore[arg-type]
         assert len(device) == len(host)
         it = iter(device)
         first = [next(it) for _ in range(3)]
         state = device.state_dict()
         assert state["samples_consumed"] == 3 * 4 * 2
         del it, first
-        resumed = DataLoader(ds, rank=rank, device="cpu", residency="device", **common)  # type: ignore[arg-type]
+        resumed = DataLoader(
+            ds, **common, fast=FastOptions(rank=rank, device="cpu", residency="device", **plan)
+        )  # type: ignore[arg-type]
         resumed.load_state_dict(state)
         host.load_state_dict(state)
         assert_same(batches(resumed), batches(host))
@@ -158,18 +168,22 @@ def test_evicts_the_chunk_needed_last(version: StoreVersion) -> None:
 def test_options_and_errors(version: StoreVersion) -> None:
     ds = dataset(version)
     with pytest.raises(ConfigError, match="needs device"):
-        DataLoader(ds, batch_size=4, residency="device")
+        DataLoader(ds, batch_size=4, fast=FastOptions(residency="device"))
     with pytest.raises(ConfigError, match="residency"):
-        DataLoader(ds, batch_size=4, device="cpu", residency="gpu")
+        DataLoader(ds, batch_size=4, fast=FastOptions(device="cpu", residency="gpu"))
     with pytest.raises(ConfigError, match="holds no chunk"):
         DeviceChunks(ds, torch.device("cpu"), ResidentOptions(budget_bytes=10))
     with pytest.raises(ConfigError, match="budget_bytes"):
         ResidentOptions(budget_bytes=0)
     with pytest.raises(ConfigError, match="lookahead"):
         ResidentOptions(lookahead=0)
-    with pytest.raises(ConfigError, match="only for the fast path"):
-        DataLoader(list(range(4)), batch_size=2, residency="device")
-    loader = DataLoader(ds, batch_size=4, order=SequentialOrder(), device="cpu", residency="device")
+    with pytest.raises(ConfigError, match="applies to the fast path only"):
+        DataLoader(list(range(4)), batch_size=2, fast=FastOptions(residency="device", device="cpu"))
+    loader = DataLoader(
+        ds,
+        batch_size=4,
+        fast=FastOptions(order=SequentialOrder(), device="cpu", residency="device"),
+    )
     assert loader.stats()["memory"].startswith("device-resident")
     host = DataLoader(ds, batch_size=4, pin_memory=True)
     expected = "pinned" if torch.cuda.is_available() else "pageable (no CUDA)"
@@ -197,18 +211,26 @@ def test_joined_sessions(tmp_path: Path, budget: int | None) -> None:
     ds = dataset(store.commit(segments=records), cross_gaps=True)
     assert ds.n_sources == 1
     order = UniformOrder(seed=1)
-    host = DataLoader(ds, batch_size=2, order=order)  # at most 4 chunks a batch
+    host = DataLoader(ds, batch_size=2, fast=FastOptions(order=order))  # at most 4 chunks a batch
     options = ResidentOptions(budget_bytes=budget)
-    device = DataLoader(ds, batch_size=2, order=order, device="cpu", residency=options)
+    device = DataLoader(
+        ds, batch_size=2, fast=FastOptions(order=order, device="cpu", residency=options)
+    )
     assert_same(batches(device), batches(host))
 
 
 def test_a_device_cache_shuffles_by_blocks(version: StoreVersion) -> None:
     ds = dataset(version)
     small = ResidentOptions(budget_bytes=8 * CHUNK_BYTES)
-    device = DataLoader(ds, batch_size=4, shuffle=True, seed=7, device="cpu", residency=small)
+    device = DataLoader(
+        ds, batch_size=4, shuffle=True, fast=FastOptions(seed=7, device="cpu", residency=small)
+    )
     assert device.order == BlockShuffleOrder(seed=7, block_chunks=2)
-    host = DataLoader(ds, batch_size=4, order=BlockShuffleOrder(seed=7, block_chunks=2))
+    host = DataLoader(
+        ds, batch_size=4, fast=FastOptions(order=BlockShuffleOrder(seed=7, block_chunks=2))
+    )
     assert_same(batches(device), batches(host))
-    whole = DataLoader(ds, batch_size=4, shuffle=True, seed=7, device="cpu", residency="device")
+    whole = DataLoader(
+        ds, batch_size=4, shuffle=True, fast=FastOptions(seed=7, device="cpu", residency="device")
+    )
     assert whole.order == UniformOrder(seed=7)

@@ -171,5 +171,50 @@ def test_world_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="not below"):
         world_from_env(3, 3)
     monkeypatch.setenv("RANK", "x")
-    with pytest.raises(ConfigError, match="not integers"):
+    with pytest.raises(ConfigError, match="RANK='x' is not an integer"):
+        world_from_env()
+
+
+_LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "LOCAL_WORLD_SIZE")
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"LOCAL_RANK": "1", "NODE_RANK": "0", "WORLD_SIZE": "2"}, (1, 2)),  # Lightning
+        ({"LOCAL_RANK": "1", "WORLD_SIZE": "2"}, (1, 2)),
+        (
+            {"LOCAL_RANK": "1", "NODE_RANK": "2", "LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "16"},
+            (9, 16),
+        ),
+        ({"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8"}, (5, 8)),  # torchrun: RANK wins
+        ({"LOCAL_RANK": "0"}, (0, 1)),  # no world size: a single process
+        ({"WORLD_SIZE": "1"}, (0, 1)),
+    ],
+)
+def test_world_from_launcher_env(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: tuple[int, int]
+) -> None:
+    for name in _LAUNCHER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert world_from_env() == expected
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"WORLD_SIZE": "2"},
+        {"LOCAL_RANK": "1", "NODE_RANK": "1", "WORLD_SIZE": "4"},  # node size unknown
+    ],
+)
+def test_a_world_without_this_rank_is_an_error(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    for name in _LAUNCHER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match="rank is unknown"):
         world_from_env()

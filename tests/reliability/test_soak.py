@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ticktensor.loaders import FastOptions
 from ticktensor.reliability.soak import make_soak_store, proc_stats, soak
 
 
@@ -28,7 +29,7 @@ def test_200_epochs_keep_rss_threads_and_fds_flat(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_50_epochs_on_zstd_chunks_with_prefetch_keep_flat(tmp_path: Path) -> None:
     url = make_soak_store(str(tmp_path / "zstd"), "zstd", rows=3000)
-    result = soak(url, 50, loader_kwargs={"prefetch": 2})
+    result = soak(url, 50, loader_kwargs={"fast": FastOptions(prefetch=2)})
     assert result.leaks == [], result.leaks
     assert result.rss_slope_kib < 256
 

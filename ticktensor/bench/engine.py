@@ -11,7 +11,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ticktensor.kernels import ThreadPool
-from ticktensor.loaders import BlockShuffleOrder, DataLoader, Order, UniformOrder, WindowDataset
+from ticktensor.loaders import (
+    BlockShuffleOrder,
+    DataLoader,
+    FastOptions,
+    Order,
+    UniformOrder,
+    WindowDataset,
+)
 from ticktensor.store import StoreVersion
 
 from .measure import Rep, RssMonitor, endless, timed
@@ -73,7 +80,7 @@ def _loader(
     extra: dict[str, Any] = {} if device is None else {"device": device, "pin_memory": True}
     if _accepts(DataLoader, "threads") and not _accepts(WindowDataset, "threads"):
         extra["threads"] = threads
-    return DataLoader(ds, batch_size=batch, order=order, drop_last=False, **extra)
+    return DataLoader(ds, batch_size=batch, drop_last=False, **extra, fast=FastOptions(order=order))
 
 
 def ticktensor_loader(

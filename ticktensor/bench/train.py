@@ -7,7 +7,7 @@ from typing import Any
 
 import torch.utils.data
 
-from ticktensor.loaders import DataLoader
+from ticktensor.loaders import DataLoader, FastOptions
 from ticktensor.store import Store
 
 from .baselines import MmapWindows
@@ -39,7 +39,9 @@ def run_train(
     )
     generator = torch.Generator().manual_seed(w.seed)
     makers: dict[str, Callable[[], Iterable[Any]]] = {
-        "ticktensor": lambda: DataLoader(ds, batch_size=w.batch, order=order_of(o.order, w.seed)),
+        "ticktensor": lambda: DataLoader(
+            ds, batch_size=w.batch, fast=FastOptions(order=order_of(o.order, w.seed))
+        ),
         "torch_mmap_w2": lambda: torch.utils.data.DataLoader(
             mmap,
             batch_size=w.batch,

@@ -95,10 +95,12 @@ def _train_shape(version: StoreVersion, epochs: int, seed: int) -> dict[str, Any
     """A few loader epochs over the store, next to torch's DataLoader on the same windows."""
     import torch
 
-    from ticktensor.loaders import DataLoader, UniformOrder, WindowDataset
+    from ticktensor.loaders import DataLoader, FastOptions, UniformOrder, WindowDataset
 
     ds = WindowDataset(version, window=64, normalize=True)
-    loader = DataLoader(ds, batch_size=256, shuffle=True, order=UniformOrder(seed))
+    loader = DataLoader(
+        ds, batch_size=256, shuffle=True, fast=FastOptions(order=UniformOrder(seed))
+    )
     t0 = time.perf_counter()
     samples = 0
     for epoch in range(epochs):
@@ -114,7 +116,7 @@ def _train_shape(version: StoreVersion, epochs: int, seed: int) -> dict[str, Any
     for i, (x, _) in enumerate(baseline):
         first = x if i == 0 else first
     theirs = len(order) / (time.perf_counter() - t0)
-    check = DataLoader(ds, batch_size=256, shuffle=True, order=UniformOrder(seed))
+    check = DataLoader(ds, batch_size=256, shuffle=True, fast=FastOptions(order=UniformOrder(seed)))
     same = first is not None and torch.equal(next(iter(check))[0], first)
     return {
         "epochs": epochs,

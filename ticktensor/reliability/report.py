@@ -190,9 +190,11 @@ def run_report(
         log(f"concurrency: {report.concurrency}")
 
     def soak_phase() -> None:
+        from ticktensor.loaders import FastOptions
+
         for codec, epochs, kwargs in (
             ("none", budget.soak_epochs, {}),
-            ("zstd", budget.soak_zstd_epochs, {"prefetch": 2}),
+            ("zstd", budget.soak_zstd_epochs, {"fast": FastOptions(prefetch=2)}),
         ):
             url = make_soak_store(str(root / f"soak-{codec}"), codec)
             r = soak(url, epochs, label=f"{codec}{' + prefetch' if kwargs else ''}",

@@ -15,6 +15,7 @@ from ticktensor.loaders import (
     BlockShuffleOrder,
     DataLoader,
     EpochState,
+    FastOptions,
     Order,
     SequentialOrder,
     ShardPlan,
@@ -134,13 +135,15 @@ class TrainData:
             self.train,
             batch_size=self.batch_size,
             shuffle=True,
-            order=self.order,
-            seed=getattr(self.order, "seed", 0),
-            rank=dp_rank,
-            world_size=dp_size,
-            pad=False,
             pin_memory=device is not None,
-            device=device,
+            fast=FastOptions(
+                order=self.order,
+                seed=getattr(self.order, "seed", 0),
+                rank=dp_rank,
+                world_size=dp_size,
+                pad=False,
+                device=device,
+            ),
         )
 
     def valid_loader(self, dp_rank: int, dp_size: int, device: str | None) -> DataLoader:
@@ -148,11 +151,9 @@ class TrainData:
         return DataLoader(
             self.valid,
             batch_size=self.batch_size,
-            order=SequentialOrder(),
-            rank=dp_rank,
-            world_size=dp_size,
-            pad=False,
-            device=device,
+            fast=FastOptions(
+                order=SequentialOrder(), rank=dp_rank, world_size=dp_size, pad=False, device=device
+            ),
         )
 
     def plan(self, state: EpochState, dp_rank: int, dp_size: int) -> ShardPlan:

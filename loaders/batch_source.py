@@ -1,0 +1,217 @@
+"""Batch sources: who assembles a pass's batches (a Python thread, a native one, DALI, the device).
+
+:func:`open_batch_source` picks the producer of one pass from the loader's options and
+the state of the dataset's chunk cache; every producer is a :class:`BatchSource`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from ticktensor.errors import ConfigError
+
+from ._index import normalization
+from ._native_prefetch import NativePrefetcher, Relay
+from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
+from ._readahead import Readahead
+from ._resident import DeviceChunks, ResidentBatches
+from .dali import DaliBatches, DaliOptions, dali_available
+from .dataset import WindowDataset
+from .options import FastOptions
+from .sharding import ShardPlan
+
+__all__ = ["BatchSource", "Delivery", "open_batch_source"]
+
+_threads = itertools.count()
+
+
+class BatchSource(Protocol):
+    """A pass's batches as ``(step, n, x, y, event)``, assembled ahead of the consumer.
+
+    ``step`` is the plan's step, ``n`` the batch's samples, ``x [n, W, F]`` and
+    ``y [n, L]`` its tensors, and ``event`` the CUDA event of a device copy that the
+    consumer's stream must wait for (``None`` otherwise). ``stats`` are the pass's
+    counters; :meth:`close` stops the producer and is safe to call twice.
+    """
+
+    stats: PrefetchStats
+
+    def __next__(self) -> tuple[Any, ...]: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def queue_depth(self) -> int: ...
+
+
+@dataclass
+class Delivery:
+    """Where a loader's batches go, set up once per loader (and again after unpickling).
+
+    ``copy`` turns a filled host slot into the consumer's tensors (zero-copy for the
+    host, an asynchronous copy for CUDA); ``device_chunks`` is the device-resident
+    chunk pool; ``dali_scale`` the ``(mean, std)`` DALI applies, if any.
+    """
+
+    copy: Deliver
+    pin: bool
+    memory: str
+    device_chunks: DeviceChunks | None = None
+    dali_scale: tuple[Any, Any] | None = None
+
+    @classmethod
+    def build(cls, dataset: WindowDataset, options: FastOptions, pin_memory: bool) -> Delivery:
+        """Check the options against ``dataset`` and allocate what delivery needs."""
+        device, dali, resident = options.torch_device, options.dali, options.resident
+        cuda = torch.cuda.is_available()
+        copy: Deliver = host_delivery
+        if device is not None and device.type == "cuda" and dali is None and resident is None:
+            copy = CudaDelivery(device)
+        on_cuda = device is not None and device.type == "cuda"
+        pin = bool(cuda and (pin_memory or on_cuda) and resident is None)
+        memory = "pinned" if pin else "pageable" if cuda else "pageable (no CUDA)"
+        device_chunks = None
+        if resident is not None and device is not None:
+            memory = "device-resident (no host batch buffers)"
+            device_chunks = DeviceChunks(dataset, device, resident)
+        scale = None if dali is None else _dali_normalization(dataset, dali)
+        return cls(copy, pin, memory, device_chunks, scale)
+
+    @property
+    def receive(self) -> Any:
+        """What the consumer thread calls on each CUDA-copied batch (``None`` otherwise)."""
+        return self.copy.receive if isinstance(self.copy, CudaDelivery) else None
+
+
+def open_batch_source(
+    dataset: WindowDataset,
+    plan: ShardPlan,
+    options: FastOptions,
+    delivery: Delivery,
+    *,
+    batch_size: int,
+    prefetch: int,
+    timeout: float,
+    context: str,
+) -> BatchSource:
+    """The producer of one pass over ``plan``'s steps.
+
+    - device-resident chunks: windows cut on the device in the consumer's thread;
+    - DALI: the Python thread's host batches through a DALI pipeline;
+    - otherwise host batches: the native thread when every chunk is loaded already, else
+      the Python thread (which loads chunks ahead), handing over to the native thread
+      once the cache is complete (``engine="python"`` keeps the Python thread).
+    """
+    if delivery.device_chunks is not None:
+        resident = options.resident
+        assert resident is not None  # device_chunks exist only for residency="device"
+        return ResidentBatches(delivery.device_chunks, plan, resident.lookahead)
+    x_shape = (batch_size, dataset.window, dataset.n_features)
+    y_shape = (batch_size, dataset.n_labels)
+    pin = delivery.pin
+
+    def make_slot() -> Slot:
+        return Slot(x_shape, y_shape, pin)
+
+    readahead = Readahead(
+        dataset.cache,
+        lambda step: dataset.chunks_of(plan.batch(step)),
+        plan.num_steps,
+        options.readahead,
+    )
+
+    def fill(step: int, slot: Slot) -> int:
+        indices = plan.batch(step)
+        n = int(indices.shape[0])
+        upcoming = readahead.upcoming(step)
+        chunks = None if dataset.cache.complete else readahead.chunks(step)
+        dataset._get_batch(indices, slot.x[:n], slot.y[:n], chunks, upcoming)
+        return n
+
+    sample_bytes = 4 * (dataset.window * dataset.n_features + dataset.n_labels)
+    dali = options.dali
+    native = options.engine != "python" and dali is None and delivery.copy is host_delivery
+
+    def native_from(
+        step: int, stats: PrefetchStats | None = None, slots: Sequence[Slot] = ()
+    ) -> NativePrefetcher:
+        return NativePrefetcher(
+            dataset,
+            plan,
+            make_slot,
+            depth=prefetch,
+            timeout=timeout,
+            context=context,
+            sample_bytes=sample_bytes,
+            first_step=step,
+            stats=stats,
+            slots=slots,
+            on_stop=dataset.cache.stop_threads,
+        )
+
+    if native and dataset.cache.complete:
+        return native_from(0)
+    prefetcher = Prefetcher(
+        fill,
+        range(plan.num_steps),
+        make_slot,
+        delivery.copy,
+        depth=prefetch,
+        timeout=timeout,
+        name=f"ticktensor-loader-{next(_threads)}",
+        context=context,
+        sample_bytes=sample_bytes,
+        on_stop=dataset.cache.stop_threads,
+        extra_slots=0 if dali is None else dali.held_batches,
+        handover=(lambda: dataset.cache.complete) if native else None,
+    )
+    if dali is not None:
+        return _through_dali(prefetcher, dataset, options, delivery, batch_size)
+    return Relay(prefetcher, native_from) if native else prefetcher
+
+
+def _dali_normalization(dataset: WindowDataset, options: DaliOptions) -> tuple[Any, Any] | None:
+    """``(mean, std)`` for DALI to apply, or ``None``; errors before any thread starts."""
+    if not dali_available():
+        raise ConfigError(
+            "backend='dali' needs NVIDIA DALI: pip install nvidia-dali-cuda120 "
+            "(or the project's 'dali' extra)"
+        )
+    if options.normalize and dataset.normalize:
+        raise ConfigError(
+            "DaliOptions(normalize=True) with a dataset built with normalize=True "
+            "would normalize twice"
+        )
+    normalize = not dataset.normalize if options.normalize is None else options.normalize
+    return normalization(dataset.version, dataset.feature_names) if normalize else None
+
+
+def _through_dali(
+    prefetcher: Prefetcher,
+    dataset: WindowDataset,
+    options: FastOptions,
+    delivery: Delivery,
+    batch_size: int,
+) -> DaliBatches:
+    """The pass's host batches through a DALI pipeline (normalize, cast)."""
+    dali = options.dali
+    assert dali is not None  # only called for the DALI backend
+    device = options.torch_device
+    device_id = None
+    if device is not None and device.type == "cuda":  # pragma: no cover - GPU only
+        # torch types ``index`` as int; it is None for a bare "cuda".
+        index: int | None = device.index
+        device_id = torch.cuda.current_device() if index is None else index
+    return DaliBatches(
+        prefetcher,
+        batch_size=batch_size,
+        device_id=device_id,
+        scale=delivery.dali_scale,
+        options=dali,
+        sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
+    )
