@@ -1,0 +1,101 @@
+"""Lightning DDP on the CPU (2 processes, gloo) over a ticktensor loader.
+
+Usage: ``python _lightning_ddp.py STORE OUT``. Lightning starts rank 1 by running this
+script again. Two fits, one after the other in the same processes:
+
+- ``datamodule``: the loader is built in ``LightningDataModule.train_dataloader()``;
+- ``before_fit``: the loader is built first thing in the script (before Lightning has
+  set any environment variable or process group) and passed to ``fit``.
+
+Each rank writes the ids it trained on, one per line, to
+``OUT/{MODE}/epoch{E}-rank{R}.txt``. Run by ``test_lightning.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from datetime import timedelta
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.strategies import DDPStrategy
+
+from ticktensor import DataLoader
+from ticktensor.loaders import FastOptions, WindowDataset
+from ticktensor.store import open_store
+
+WINDOW, BATCH, EPOCHS = 4, 8, 2
+
+
+def loader(url: str) -> DataLoader:
+    dataset = WindowDataset(open_store(url), WINDOW)
+    return DataLoader(dataset, batch_size=BATCH, shuffle=True, fast=FastOptions(seed=3))
+
+
+class Recorder(pl.LightningModule):
+    def __init__(self, out: Path) -> None:
+        super().__init__()
+        self.out = out
+        self.layer = torch.nn.Linear(WINDOW * 3, 1)
+        self.seen: list[int] = []
+
+    def on_train_epoch_start(self) -> None:
+        self.seen = []
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> torch.Tensor:
+        x, y = batch
+        self.seen += [int(v) for v in x[:, 0, 0].tolist()]
+        return torch.nn.functional.mse_loss(self.layer(x.flatten(1)), y)
+
+    def on_train_epoch_end(self) -> None:
+        name = f"epoch{self.current_epoch}-rank{self.global_rank}.txt"
+        (self.out / name).write_text("".join(f"{i}\n" for i in self.seen))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class Windows(pl.LightningDataModule):
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def train_dataloader(self) -> DataLoader:
+        return loader(self.url)
+
+
+def main() -> None:
+    warnings.simplefilter("error")
+    # Lightning's advice for a loader without worker processes: ours has none by design.
+    warnings.filterwarnings("ignore", "The 'train_dataloader' does not have many workers")
+    # Lightning 2.6 flattens loaders with a torch pytree API that torch 2.13 deprecates.
+    warnings.filterwarnings(
+        "ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning
+    )
+    url, out = sys.argv[1], Path(sys.argv[2])
+    early = loader(url)
+    fit(Recorder(out / "datamodule"), datamodule=Windows(url))
+    fit(Recorder(out / "before_fit"), train_dataloaders=early)
+
+
+def fit(model: Recorder, **data: object) -> None:
+    model.out.mkdir(exist_ok=True)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=2,
+        # A short timeout: ranks given unequal work fail here instead of hanging.
+        strategy=DDPStrategy(process_group_backend="gloo", timeout=timedelta(seconds=30)),
+        max_epochs=EPOCHS,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        logger=False,
+        log_every_n_steps=1,
+    )
+    trainer.fit(model, **data)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Ray Train: a 2-worker ``TorchTrainer`` on the CPU over a ticktensor loader.
+
+Usage: ``python _ray_train.py STORE OUT``. Each worker builds the dataset from the store
+URL, passes the loader through ``ray.train.torch.prepare_data_loader`` and trains two
+epochs the way Ray's documentation shows (``loader.sampler.set_epoch(epoch)`` with more
+than one worker). Each worker writes the ids it trained on, one per line, to
+``OUT/epoch{E}-rank{R}.txt``, and the warnings it saw to ``OUT/warnings-rank{R}.txt``.
+Run by ``test_ray_train.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+WINDOW, BATCH, EPOCHS, SEED = 4, 8, 2, 13
+
+
+def train_loop(config: dict[str, Any]) -> None:
+    import ray.train
+    import ray.train.torch
+    import torch
+
+    from ticktensor import DataLoader
+    from ticktensor.loaders import FastOptions, WindowDataset
+    from ticktensor.store import open_store
+
+    out = Path(config["out"])
+    context = ray.train.get_context()
+    rank, world_size = context.get_world_rank(), context.get_world_size()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = WindowDataset(open_store(config["store"]), WINDOW)
+        loader = DataLoader(dataset, batch_size=BATCH, shuffle=True, fast=FastOptions(seed=SEED))
+        loader = ray.train.torch.prepare_data_loader(loader)
+        model = ray.train.torch.prepare_model(torch.nn.Linear(WINDOW * 3, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for epoch in range(EPOCHS):
+            if world_size > 1:
+                loader.sampler.set_epoch(epoch)
+            seen: list[int] = []
+            for x, y in loader:
+                seen += [int(v) for v in x[:, 0, 0].tolist()]
+                loss = torch.nn.functional.mse_loss(model(x.flatten(1)), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            (out / f"epoch{epoch}-rank{rank}.txt").write_text("".join(f"{i}\n" for i in seen))
+    lines = [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
+    (out / f"warnings-rank{rank}.txt").write_text("".join(f"{line}\n" for line in lines))
+
+
+def main() -> None:
+    import ray
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    url, out = sys.argv[1], Path(sys.argv[2])
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        trainer = TorchTrainer(
+            train_loop,
+            train_loop_config={"store": url, "out": str(out)},
+            scaling_config=ray.train.ScalingConfig(num_workers=2, use_gpu=False),
+            run_config=ray.train.RunConfig(storage_path=str(out / "ray_results"), name="clients"),
+        )
+        trainer.fit()
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

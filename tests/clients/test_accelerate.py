@@ -1,0 +1,113 @@
+"""HuggingFace accelerate with the loader: prepare, skip_first_batches, save/load state, torchrun.
+
+accelerate wraps only ``torch.utils.data.DataLoader`` (sub)classes in ``prepare()``; ours
+comes back unchanged and places batches itself (``FastOptions(device=...)``). Its
+``skip_first_batches`` rebuilds a torch loader from ``loader.batch_sampler`` and torch's
+other attributes; ``register_for_checkpointing`` saves what ``state_dict()`` returns.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ticktensor import DataLoader
+from ticktensor.loaders import FastOptions, WindowDataset
+from ticktensor.store import StoreVersion
+
+from .conftest import ALL_IDS, BATCH, HERE, WINDOW, ids, read_ids, run_script
+
+accelerate = pytest.importorskip("accelerate")
+
+
+@pytest.fixture
+def accelerator() -> Iterator[Any]:
+    """A CPU Accelerator; accelerate's process-wide state is reset afterwards."""
+    yield accelerate.Accelerator(cpu=True)
+    accelerate.state.AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def loader(version: StoreVersion, **fast: Any) -> DataLoader:
+    dataset = WindowDataset(version, WINDOW)
+    return DataLoader(dataset, batch_size=BATCH, shuffle=True, fast=FastOptions(seed=5, **fast))
+
+
+def batch_ids(batches: Any) -> list[list[int]]:
+    return [ids(x) for x, _ in batches]
+
+
+def test_prepare_returns_the_loader_placing_batches_itself(
+    version: StoreVersion, accelerator: Any
+) -> None:
+    ours = loader(version, device=accelerator.device)
+    assert accelerator.prepare(ours) is ours
+    x, y = next(iter(ours))
+    assert x.device == y.device == accelerator.device
+    assert (x.shape, y.shape) == ((BATCH, WINDOW, 3), (BATCH, 1))
+
+
+def test_skip_first_batches_yields_exactly_the_rest(
+    version: StoreVersion, accelerator: Any
+) -> None:
+    ours, twin = loader(version), loader(version)
+    ours.set_epoch(2)  # as after a resume: a later epoch's order
+    twin.set_epoch(2)
+    skipped = accelerator.skip_first_batches(ours, 3)
+    assert len(skipped) == len(ours) - 3
+    rest = batch_ids(skipped)
+    expected = batch_ids(twin)
+    assert len(expected) == len(ours)
+    assert rest == expected[3:]
+
+
+def test_save_state_and_load_state_resume_mid_epoch(
+    version: StoreVersion, accelerator: Any, tmp_path: Path
+) -> None:
+    ours = loader(version)
+    accelerator.register_for_checkpointing(ours)
+    batches = iter(ours)
+    before = [ids(next(batches)[0]) for _ in range(3)]
+    accelerator.save_state(str(tmp_path / "state"))
+    after = batch_ids(batches)
+    next_epoch = batch_ids(ours)
+
+    # A new process: a new Accelerator and a new loader.
+    accelerate.state.AcceleratorState._reset_state(reset_partial_state=True)
+    fresh = accelerate.Accelerator(cpu=True)
+    again = loader(version)
+    fresh.register_for_checkpointing(again)
+    fresh.load_state(str(tmp_path / "state"))
+    assert batch_ids(again) == after
+    assert batch_ids(again) == next_epoch  # then the next epoch, as uninterrupted
+    assert sorted(i for b in before + after for i in b) == sorted(ALL_IDS)
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_get_disjoint_complete_shards(
+    store_url: str, tmp_path: Path
+) -> None:
+    run_script(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            "--monitor-interval=0.5",
+            str(HERE / "_accelerate_torchrun.py"),
+            store_url,
+            str(tmp_path),
+        ]
+    )
+    orders = []
+    for epoch in range(2):
+        r0, r1 = (read_ids(tmp_path / f"epoch{epoch}-rank{r}.txt") for r in range(2))
+        assert (len(r0), len(r1)) == (len(ALL_IDS) // 2,) * 2, epoch
+        assert not set(r0) & set(r1), f"epoch {epoch}: the ranks share samples"
+        assert set(r0) | set(r1) == ALL_IDS
+        orders.append(r0)
+    assert orders[0] != orders[1], "epoch 1 repeats epoch 0's order"

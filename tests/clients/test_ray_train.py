@@ -1,0 +1,48 @@
+"""Ray Train: ``prepare_data_loader`` keeps our loader, and 2 workers get disjoint shards.
+
+Ray re-wraps a loader in a torch ``DataLoader`` with a new ``DistributedSampler`` unless
+``loader.sampler`` already is one, then wraps it again to move batches to the device.
+Each worker's ids must be exactly those of our loader for that rank (so it was not
+replaced by torch's per-sample path), disjoint from the other's and together complete.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from ticktensor import DataLoader
+from ticktensor.loaders import FastOptions, WindowDataset
+from ticktensor.store import StoreVersion
+
+from .conftest import ALL_IDS, BATCH, HERE, WINDOW, ids, read_ids, run_script
+
+pytest.importorskip("ray.train.torch")
+
+SEED = 13  # as in _ray_train.py
+
+
+@pytest.mark.slow
+def test_two_workers_train_on_disjoint_complete_shards(
+    store_url: str, version: StoreVersion, tmp_path: Path
+) -> None:
+    output = run_script([sys.executable, str(HERE / "_ray_train.py"), store_url, str(tmp_path)])
+    for rank in range(2):
+        warned = (tmp_path / f"warnings-rank{rank}.txt").read_text()
+        assert not warned, f"rank {rank} warned:\n{warned}\n{output[-4000:]}"
+    for epoch in range(2):
+        shards = [read_ids(tmp_path / f"epoch{epoch}-rank{r}.txt") for r in range(2)]
+        assert [len(s) for s in shards] == [len(ALL_IDS) // 2] * 2, epoch
+        assert not set(shards[0]) & set(shards[1]), f"epoch {epoch}: the ranks share samples"
+        assert set(shards[0]) | set(shards[1]) == ALL_IDS
+        for rank, shard in enumerate(shards):
+            ours = DataLoader(
+                WindowDataset(version, WINDOW),
+                batch_size=BATCH,
+                shuffle=True,
+                fast=FastOptions(seed=SEED, rank=rank, world_size=2),
+            )
+            ours.set_epoch(epoch)
+            assert shard == [i for x, _ in ours for i in ids(x)], (epoch, rank)
