@@ -2,7 +2,7 @@
 
 ``READERS`` maps each format name to its reader class; :func:`get_reader` builds one
 by name and :func:`detect` picks one for an input by content first (DBN, Parquet and
-Arrow magic bytes), then by name patterns and header (LOBSTER, tardis), then by suffix.
+Arrow magic bytes), then by name patterns and header (LOBSTER, tardis, Binance), then by suffix.
 
 Examples
 --------
@@ -43,6 +43,7 @@ __all__ = [
 #: Formats whose reader lives in a sibling module, imported on first use.
 _LAZY = {"dbn": ("dbn", "DbnReader"), "lobster": ("lobster", "LobsterReader")}
 _LAZY["tardis"] = ("tardis", "TardisReader")
+_LAZY["binance"] = ("binance", "BinanceReader")
 
 
 def _load(name: str) -> type[Reader] | None:
@@ -105,6 +106,8 @@ def _by_name(name: str, head: bytes) -> str | None:
         return "lobster"
     if head.lstrip(b"\xef\xbb\xbf").startswith(_TARDIS_HEADER):
         return "tardis"
+    if "binance" in READERS and READERS["binance"].sniff(name, head):
+        return "binance"
     return None
 
 

@@ -58,7 +58,7 @@ class BarGrid:
         self.source = source
         given = plan.constants.get("interval_ns")
         self.interval: int | None = None if given is None else int(str(given))
-        self.inferred = given is None
+        self.how = plan.interval_from
         self.phase: int | None = None
         self.note: str | None = None
 
@@ -77,9 +77,8 @@ class BarGrid:
                 )
         if self.phase is None and times.size:
             self.phase = _mode(times % self.interval)
-            how = "inferred from the timestamps" if self.inferred else "given"
             self.note = (
-                f"interval_ns: {self.interval} ns ({_describe(self.interval)}, {how}); "
+                f"interval_ns: {self.interval} ns ({_describe(self.interval)}, {self.how}); "
                 f"bars off the grid (open % interval != {self.phase}) quarantined as bar_grid"
             )
         interval = pa.repeat(pa.scalar(self.interval, pa.int64()), table.num_rows)

@@ -85,6 +85,7 @@ class ColumnPlan:
     ts_time: str | None = None
     time: TimeReading | None = None
     notes: tuple[str, ...] = ()
+    interval_from: str = "inferred from the timestamps"
 
     @property
     def file_columns(self) -> list[str]:
@@ -140,15 +141,16 @@ def plan_columns(
     sources = matched.sources
     constants: dict[str, object] = {}
     notes: list[str] = []
+    interval_from = "inferred from the timestamps"
     if kind is EventKind.OHLCV and "interval_ns" not in mapping:
         given = options.interval_ns
         if given is not None:
             sources.pop("interval_ns", None)
             constants["interval_ns"] = given
-            notes.append(f"interval_ns: {given} ns (--interval)")
+            interval_from = "--interval"
         elif "interval_ns" not in sources and (interval := _interval_from_name(source)):
             constants["interval_ns"] = interval
-            notes.append(f"interval_ns: {interval} ns (from the file name)")
+            interval_from = "from the file name"
     if kind is EventKind.OHLCV and "volume" not in sources:
         notes.append("volume: no column, null (features that need volume are NaN)")
     missing: list[str] = []
@@ -171,7 +173,15 @@ def plan_columns(
             f"with --columns NAME=COLUMN,... (CsvFormat.columns){hint}. "
             f"The file's columns are {list(available)}"
         )
-    return ColumnPlan(kind, sources, constants, options, matched.ts_time, notes=tuple(notes))
+    return ColumnPlan(
+        kind,
+        sources,
+        constants,
+        options,
+        matched.ts_time,
+        notes=tuple(notes),
+        interval_from=interval_from,
+    )
 
 
 def resolve_time(plan: ColumnPlan, first: object, time_part: object = None) -> ColumnPlan:

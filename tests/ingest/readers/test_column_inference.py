@@ -198,7 +198,7 @@ def test_job_reports_and_the_cli_prints_the_inferred_mapping(tmp_path: Path) -> 
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert run.returncode == 0, run.stderr
     assert "columns: ts_event=timestamp" in run.stdout
-    assert "interval_ns: 60000000000 ns (1 min, given)" in run.stdout
+    assert "interval_ns: 60000000000 ns (1 min, from the file name)" in run.stdout
     [saved] = json.loads((tmp_path / "r.json").read_text())
     assert saved["inference"]["columns"]["volume"] == "volume"
     assert saved["rows_read"] == saved["rows_stored"] + saved["rows_quarantined"] == 45_031

@@ -30,7 +30,7 @@ def test_names_and_lookup() -> None:
     for name, cls in READERS.items():
         assert cls.name == name
         assert isinstance(get_reader(name), cls)
-    with pytest.raises(ConfigError, match=r"'xls'.*arrow, csv"):
+    with pytest.raises(ConfigError, match=r"'xls'.*arrow, binance, csv"):
         get_reader("xls")
 
 

@@ -1,0 +1,117 @@
+"""Diff-depth book: one symbol's price-level book rebuilt from a snapshot and Binance diff
+events, following the exchange's sequence rules, so that a gap is never papered over.
+
+A snapshot (``lastUpdateId`` ``L`` and the levels) replaces the book. Then, as Binance
+documents for a local order book:
+
+- a diff with final id ``u <= L`` is already in the snapshot: rejected as ``superseded``;
+- the first diff applied must straddle the snapshot: ``U <= L + 1 <= u`` (spot), or
+  ``U <= L <= u`` (futures, whose diffs carry ``pu``, the previous diff's ``u``);
+- each later diff must follow the previous one: ``U == u_prev + 1`` (spot) or
+  ``pu == u_prev`` (futures). A diff with ``u <= u_prev`` is a repeat (``stale``);
+  anything else is a ``sequence_gap``: the book is unknown from there until the next
+  snapshot, and every diff in between is rejected with the same rule and the gap's ids;
+- before any snapshot the book is unknown: diffs are rejected as ``no_snapshot``.
+
+Levels are absolute quantities: a quantity of 0 removes the level.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["DepthBook", "Refusal"]
+
+Levels = Iterable[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a diff was not applied: a rule name and the ids that broke it."""
+
+    rule: str
+    reason: str
+
+
+class DepthBook:
+    """One symbol's book; ``futures`` selects the ``pu`` chaining rule."""
+
+    def __init__(self, futures: bool = False) -> None:
+        self.futures = futures
+        self.bids: dict[float, float] = {}
+        self.asks: dict[float, float] = {}
+        self.snapshot_id: int | None = None  # L of the snapshot the book grew from
+        self.last_id: int | None = None  # u of the last diff applied (None: none yet)
+        self.broken: str | None = None  # the gap that made the book unknown
+
+    def load(self, last_update_id: int, bids: Levels, asks: Levels) -> None:
+        """Replace the book with a snapshot."""
+        self.bids = _levels(bids)
+        self.asks = _levels(asks)
+        self.snapshot_id = last_update_id
+        self.last_id = None
+        self.broken = None
+
+    def apply(
+        self, first: int, last: int, previous: int | None, bids: Levels, asks: Levels
+    ) -> Refusal | None:
+        """Apply the diff ``U=first``, ``u=last`` (``pu=previous``), or say why not."""
+        if self.snapshot_id is None:
+            return Refusal("no_snapshot", "no depth snapshot before this diff: the book is unknown")
+        if self.broken is not None:
+            return Refusal("sequence_gap", f"the book is unknown since {self.broken}")
+        refusal = self._check(self.snapshot_id, first, last, previous)
+        if refusal is not None:
+            return refusal
+        _update(self.bids, bids)
+        _update(self.asks, asks)
+        self.last_id = last
+        return None
+
+    def _check(self, snapshot: int, first: int, last: int, previous: int | None) -> Refusal | None:
+        if self.last_id is None:
+            if last <= snapshot:
+                why = f"u={last} <= the snapshot's lastUpdateId {snapshot}: already in it"
+                return Refusal("superseded", why)
+            start = snapshot if self.futures else snapshot + 1
+            if first <= start <= last:
+                return None
+            self.broken = (
+                f"the first diff after the snapshot (lastUpdateId {snapshot}) starts at "
+                f"U={first}, past {start}"
+            )
+            return Refusal("sequence_gap", self.broken)
+        if last <= self.last_id:
+            return Refusal("stale", f"u={last} <= {self.last_id}, the last diff applied")
+        if self.futures:
+            if previous == self.last_id:
+                return None
+            self.broken = f"a gap: pu={previous} where the last diff applied had u={self.last_id}"
+        else:
+            if first == self.last_id + 1:
+                return None
+            self.broken = f"a gap: U={first} where {self.last_id + 1} was next"
+        return Refusal("sequence_gap", self.broken)
+
+    def top(self, depth: int) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+        """The best ``depth`` bid and ask levels, best first."""
+        bids = heapq.nlargest(depth, self.bids.items())
+        asks = heapq.nsmallest(depth, self.asks.items())
+        return bids, asks
+
+
+def _levels(levels: Levels) -> dict[float, float]:
+    book: dict[float, float] = {}
+    _update(book, levels)
+    return book
+
+
+def _update(book: dict[float, float], levels: Levels) -> None:
+    for price_text, size_text in levels:
+        price, size = float(price_text), float(size_text)
+        if size == 0.0:
+            book.pop(price, None)
+        else:
+            book[price] = size
