@@ -1,11 +1,11 @@
-"""Version manifests: the immutable, hashed description of one store version."""
+"""Manifests: the full, hashed description of one store version (v1 files, v2 checkpoints)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,11 +21,19 @@ __all__ = [
     "SegmentRecord",
     "SourceFile",
     "TableRecord",
+    "canonical_json",
+    "check_record_paths",
     "load_json",
     "sha256_hex",
 ]
 
-FORMAT_VERSION = 1
+#: The store format this ticktensor writes (docs/store-format.md).
+FORMAT_VERSION = 2
+#: Every store format this ticktensor reads.
+READABLE_FORMAT_VERSIONS = (1, 2)
+#: ``format`` and ``format_version`` of a full-state file: a v1 version file, or a v2
+#: checkpoint (the same fields under another name, so neither passes for the other).
+MANIFEST_FORMATS = {("ticktensor.manifest", 1), ("ticktensor.checkpoint", 2)}
 
 
 def sha256_hex(data: bytes) -> str:
@@ -125,7 +133,12 @@ class TableRecord:
 
 @dataclass(frozen=True)
 class Manifest:
-    """Everything one store version contains. Serialized as canonical JSON."""
+    """Everything one store version contains. Serialized as canonical JSON.
+
+    Format 1 stored one such file per version; format 2 stores one as a checkpoint
+    every few versions (:meth:`to_json` writes that form) and a small log entry per
+    version in between (:mod:`._log`).
+    """
 
     version: int
     parent: int | None
@@ -155,8 +168,9 @@ class Manifest:
         return replace(self, **changes)
 
     def to_json(self) -> bytes:
+        """Canonical JSON of the full state: a format-2 checkpoint."""
         doc = {
-            "format": "ticktensor.manifest",
+            "format": "ticktensor.checkpoint",
             "format_version": FORMAT_VERSION,
             "version": self.version,
             "parent": self.parent,
@@ -167,25 +181,35 @@ class Manifest:
             "label_names": list(self.label_names),
             "stats": None if self.stats is None else _stats_to_dict(self.stats),
             "attributes": dict(self.attributes),
-            "segments": [_segment_to_dict(s, self) for s in self.segments],
+            "segments": [
+                _segment_to_dict(s, self.feature_names, self.label_names) for s in self.segments
+            ],
             "tables": [_table_to_dict(t) for t in self.tables],
         }
-        return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False).encode() + b"\n"
+        return canonical_json(doc)
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> Manifest:
-        """Parse and check a manifest; anything malformed raises ``StoreCorruptError``.
+        """Parse and check a v1 manifest or a v2 checkpoint.
 
         Manifests are data read from storage: every field is type-checked and every
-        path must stay inside the store (``segments/``, ``events/``).
+        path must stay inside the store (``segments/``, ``events/``). Anything
+        malformed raises ``StoreCorruptError``; an unknown format version raises
+        ``FormatVersionError``.
         """
-        doc = load_json(data, where, "manifest")
-        if not isinstance(doc, dict) or doc.get("format") != "ticktensor.manifest":
-            raise StoreCorruptError(f"{where}: not a ticktensor manifest")
-        fv = doc.get("format_version")
-        if fv != FORMAT_VERSION:
+        return cls.from_doc(load_json(data, where, "manifest"), where)
+
+    @classmethod
+    def from_doc(cls, doc: object, where: str) -> Manifest:
+        """:meth:`from_json` of an already decoded JSON document."""
+        names = [name for name, _ in MANIFEST_FORMATS]
+        if not isinstance(doc, dict) or not any(doc.get("format") == n for n in names):
+            raise StoreCorruptError(f"{where}: not a ticktensor manifest or checkpoint")
+        kind, fv = doc["format"], doc.get("format_version")
+        if (kind, fv) not in MANIFEST_FORMATS:
             raise FormatVersionError(
-                f"{where}: manifest format version {fv!r}; this ticktensor reads {FORMAT_VERSION}"
+                f"{where}: {kind} format version {fv!r}; this ticktensor reads "
+                + ", ".join(f"{name} {v}" for name, v in sorted(MANIFEST_FORMATS))
             )
         try:
             features = _names(doc["feature_names"])
@@ -208,14 +232,27 @@ class Manifest:
             raise StoreCorruptError(
                 f"{where}: manifest field missing or malformed: {type(exc).__name__} {exc}"
             ) from None
-        for seg in manifest.segments:
-            what = f"{where}: segment {seg.symbol}/{seg.session}"
-            check_relative(seg.path, what, prefix="segments/")
-            for name in seg.files:
-                check_relative(name, f"{what} file")
-        for tab in manifest.tables:
-            check_relative(tab.path, f"{where}: {tab.kind} table {tab.symbol}", prefix="events/")
+        check_record_paths(manifest.segments, manifest.tables, where)
         return manifest
+
+
+def check_record_paths(
+    segments: Iterable[SegmentRecord], tables: Iterable[TableRecord], where: str
+) -> None:
+    """Every path a record names stays inside the store (``segments/``, ``events/``)."""
+    for seg in segments:
+        what = f"{where}: segment {seg.symbol}/{seg.session}"
+        check_relative(seg.path, what, prefix="segments/")
+        for name in seg.files:
+            check_relative(name, f"{what} file")
+    for tab in tables:
+        check_relative(tab.path, f"{where}: {tab.kind} table {tab.symbol}", prefix="events/")
+
+
+def canonical_json(doc: Mapping[str, Any]) -> bytes:
+    """Compact JSON with sorted keys and no NaN: equal documents are equal bytes."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return text.encode() + b"\n"
 
 
 def load_json(data: bytes, where: str, what: str) -> Any:
@@ -297,10 +334,12 @@ def _sources_from_list(items: list[dict[str, Any]]) -> tuple[SourceFile, ...]:
     )
 
 
-def _segment_to_dict(s: SegmentRecord, m: Manifest) -> dict[str, Any]:
-    # Every segment of a version shares the manifest's feature and label names
+def _segment_to_dict(
+    s: SegmentRecord, feature_names: tuple[str, ...], label_names: tuple[str, ...]
+) -> dict[str, Any]:
+    # Every segment of a version shares the version's feature and label names
     # (commit enforces it), so they are stored once, at the top.
-    if s.feature_names != m.feature_names or s.label_names != m.label_names:
+    if s.feature_names != feature_names or s.label_names != label_names:
         raise ValueError(f"segment {s.symbol}/{s.session} has other feature names than its version")
     return {
         "symbol": s.symbol,

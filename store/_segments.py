@@ -17,16 +17,22 @@ from ticktensor.errors import SchemaError, StoreCorruptError
 from ._guard import GuardedStore
 from ._layout import Layout
 from ._location import Location, safe_component
-from ._manifest import FORMAT_VERSION, FileEntry, SegmentRecord, SourceFile, sha256_hex
+from ._manifest import FileEntry, SegmentRecord, SourceFile, sha256_hex
 from ._zarr_write import array_files, group_file
 
 __all__ = [
+    "SEGMENT_FORMAT_VERSION",
     "SegmentArrays",
     "open_segment",
     "read_array",
     "segment_content_hash",
     "write_segment",
 ]
+
+
+#: Format of a segment's Zarr group. Unchanged since store format 1, and part of every
+#: content hash, so segments written by format 1 and 2 writers are the same bytes.
+SEGMENT_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,7 @@ def segment_content_hash(
 ) -> str:
     """Hash of a segment's logical content and layout: equal inputs give equal segments."""
     header = {
-        "format_version": FORMAT_VERSION,
+        "format_version": SEGMENT_FORMAT_VERSION,
         "symbol": symbol,
         "session": session,
         "feature_names": list(feature_names),
@@ -136,7 +142,7 @@ def write_segment(
     location.remove_tree(rel)
     attrs = {
         "ticktensor": {
-            "format_version": FORMAT_VERSION,
+            "format_version": SEGMENT_FORMAT_VERSION,
             "symbol": symbol,
             "session": session,
             "feature_names": list(feature_names),

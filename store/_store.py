@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from ticktensor.errors import (
+    ConfigError,
     FormatVersionError,
-    SchemaError,
     StoreCorruptError,
     StoreError,
     StoreNotFoundError,
@@ -21,11 +22,15 @@ from ticktensor.errors import (
     VersionNotFoundError,
 )
 
+from ._history import CACHE, StateCache, checkpoint_path, entry_path, parent_sha256, read_state
 from ._layout import Layout
 from ._location import Location
+from ._log import CheckpointRef, LogEntry
 from ._manifest import (
     FORMAT_VERSION,
+    READABLE_FORMAT_VERSIONS,
     FeatureStats,
+    FileEntry,
     Manifest,
     SegmentRecord,
     SourceFile,
@@ -36,6 +41,7 @@ from ._manifest import (
 from ._repair import RepairReport
 from ._repair import repair as repair_store
 from ._segments import segment_content_hash, segment_path, write_segment
+from ._state import VersionState
 from ._tables import encode_table, table_path, write_table
 from ._verify import VerifyReport, verify_manifest
 from ._version import StoreVersion
@@ -45,10 +51,8 @@ __all__ = ["Store"]
 STORE_FILE = "ticktensor.json"
 POINTER_FILE = "latest.json"
 LOCK_FILE = ".lock"
-
-
-def manifest_path(version: int) -> str:
-    return f"versions/{version:08d}.json"
+#: Versions between two checkpoints of the full state, unless the store says otherwise.
+CHECKPOINT_EVERY = 10
 
 
 class Store:
@@ -71,9 +75,12 @@ class Store:
     1
     """
 
-    def __init__(self, location: Location, layout: Layout) -> None:
+    def __init__(
+        self, location: Location, layout: Layout, checkpoint_every: int = CHECKPOINT_EVERY
+    ) -> None:
         self._location = location
         self._layout = layout
+        self._checkpoint_every = _checkpoint_every(checkpoint_every, "checkpoint_every")
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -85,9 +92,16 @@ class Store:
         layout: Layout | None = None,
         storage_options: Mapping[str, Any] | None = None,
         exist_ok: bool = False,
+        checkpoint_every: int = CHECKPOINT_EVERY,
     ) -> Store:
-        """Create an empty store (version 0) at ``url``; ``layout`` is its default layout."""
+        """Create an empty store (version 0) at ``url``; ``layout`` is its default layout.
+
+        Every ``checkpoint_every``-th version also writes the full state as a checkpoint,
+        so that opening any version reads one checkpoint and at most that many small
+        log entries (docs/store-format.md). An existing store keeps its own setting.
+        """
         location = Location(str(url), dict(storage_options or {}))
+        checkpoint_every = _checkpoint_every(checkpoint_every, "checkpoint_every")
         if location.exists(STORE_FILE):
             if not exist_ok:
                 raise StoreError(f"{location.display('')}: a store already exists here")
@@ -96,7 +110,7 @@ class Store:
                 return store
         layout = layout or Layout()
         with location.lock(LOCK_FILE):
-            empty = Manifest(
+            empty = LogEntry(
                 version=0,
                 parent=None,
                 parent_sha256=None,
@@ -106,16 +120,17 @@ class Store:
                 label_names=(),
             )
             data = empty.to_json()
-            location.write_atomic(manifest_path(0), data)
+            location.write_atomic(entry_path(0), data)
             header = {
                 "format": "ticktensor.store",
                 "format_version": FORMAT_VERSION,
                 "created": empty.created,
                 "layout": layout.to_dict(),
+                "checkpoint_every": checkpoint_every,
             }
             location.write_atomic(STORE_FILE, _dumps(header))
             location.write_atomic(POINTER_FILE, _pointer(0, sha256_hex(data)))
-        return cls(location, layout)
+        return cls(location, layout, checkpoint_every)
 
     @classmethod
     def open(cls, url: str, *, storage_options: Mapping[str, Any] | None = None) -> Store:
@@ -132,12 +147,16 @@ class Store:
         header = load_json(data, where, "store header")
         if not isinstance(header, dict) or header.get("format") != "ticktensor.store":
             raise StoreCorruptError(f"{where}: not a ticktensor store")
-        if header.get("format_version") != FORMAT_VERSION:
+        if header.get("format_version") not in READABLE_FORMAT_VERSIONS:
             raise FormatVersionError(
-                f"{where}: store format version "
-                f"{header.get('format_version')!r}; this ticktensor reads {FORMAT_VERSION}"
+                f"{where}: store format version {header.get('format_version')!r}; "
+                f"this ticktensor reads {_versions_text()}"
             )
-        return cls(location, _layout(header.get("layout"), where))
+        try:
+            every = _checkpoint_every(header.get("checkpoint_every", CHECKPOINT_EVERY), where)
+        except ConfigError as exc:
+            raise StoreCorruptError(str(exc)) from None
+        return cls(location, _layout(header.get("layout"), where), every)
 
     @property
     def url(self) -> str:
@@ -152,6 +171,11 @@ class Store:
         """The default layout new segments get."""
         return self._layout
 
+    @property
+    def checkpoint_every(self) -> int:
+        """Versions between two checkpoints of the full state."""
+        return self._checkpoint_every
+
     # -- reading -----------------------------------------------------------------------
 
     def latest_version(self) -> int:
@@ -161,11 +185,16 @@ class Store:
     def version(self, version: int | None = None) -> StoreVersion:
         """A read-only view pinned to ``version`` (default: the latest).
 
-        The latest version's manifest must match the hash in ``latest.json``.
+        The latest version's file must match the hash in ``latest.json``, and each
+        file read below it the hash its child recorded. Opening reads one checkpoint
+        and at most ``checkpoint_every`` log entries; the latest state is kept, so
+        opening it again costs one read of ``latest.json``.
         """
-        return self._pin(version, check_hash=True)
+        return StoreVersion.of_state(self._location, self._pin(version))
 
-    def _pin(self, version: int | None, *, check_hash: bool) -> StoreVersion:
+    def _pin(
+        self, version: int | None, *, check_hash: bool = True, cache: StateCache = CACHE
+    ) -> VersionState:
         pointer = self._read_pointer()
         latest = int(pointer["version"])
         if version is None:
@@ -175,20 +204,13 @@ class Store:
                 f"{self._location.display('')}: version {version} does not exist "
                 f"(versions 0..{latest})"
             )
-        manifest = self._read_manifest(version)
-        if check_hash and version == latest:  # the pointer's hash vouches for the manifest
-            rel = manifest_path(version)
-            digest = sha256_hex(self._location.read_bytes(rel))
-            if digest != pointer["sha256"]:
-                raise StoreCorruptError(
-                    f"{self._location.display(rel)}: manifest sha256 {digest[:16]} != recorded "
-                    f"{pointer['sha256'][:16]} in {POINTER_FILE}"
-                )
-        return StoreVersion(self._location, manifest)
+        vouched = check_hash and version == latest  # the pointer's hash vouches for it
+        expected = str(pointer["sha256"]) if vouched else None
+        return read_state(self._location, version, expected, vouched_by=POINTER_FILE, cache=cache)
 
     def versions(self) -> list[Manifest]:
         """Every published version's manifest, oldest first."""
-        return [self._read_manifest(v) for v in range(self.latest_version() + 1)]
+        return [self._pin(v, check_hash=False).manifest for v in range(self.latest_version() + 1)]
 
     def _read_pointer(self) -> dict[str, Any]:
         where = self._location.display(POINTER_FILE)
@@ -209,22 +231,16 @@ class Store:
             raise StoreCorruptError(
                 f"{where}: version pointer is malformed (needs a version >= 0 and a sha256)"
             )
-        if pointer.get("format_version") not in (None, FORMAT_VERSION):
+        if pointer.get("format_version") not in (None, *READABLE_FORMAT_VERSIONS):
             raise FormatVersionError(
                 f"{where}: pointer format version {pointer.get('format_version')!r}; "
-                f"this ticktensor reads {FORMAT_VERSION}"
+                f"this ticktensor reads {_versions_text()}"
             )
         return dict(pointer)
 
-    def _read_manifest(self, version: int) -> Manifest:
-        rel = manifest_path(version)
-        try:
-            data = self._location.read_bytes(rel)
-        except FileNotFoundError:
-            raise StoreCorruptError(
-                f"{self._location.display(rel)}: manifest of version {version} is missing"
-            ) from None
-        return Manifest.from_json(data, self._location.display(rel))
+    def _latest(self) -> VersionState:
+        """The latest state: after the first call, one read of ``latest.json``."""
+        return self._pin(None)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -244,16 +260,22 @@ class Store:
         """Write one (symbol, session) segment; it becomes visible at the next :meth:`commit`.
 
         Writing content identical to a segment of the latest version writes nothing
-        and returns the published record, so reruns are idempotent.
+        and returns the published record, so reruns are idempotent and published files
+        are never rewritten. The check is one lookup by (symbol, session) in the latest
+        state, which is read once and kept (see :meth:`version`).
         """
         layout = layout or self._layout
         content_hash = segment_content_hash(
             symbol, session, ts, values, labels, feature_names, label_names, layout
         )
         path = segment_path(symbol, session, content_hash)
-        for seg in self.version().segments:
-            if seg.path == path and seg.content_hash == content_hash:
-                return seg
+        published = self._latest().segments.get((symbol, session))
+        if (
+            published is not None
+            and published.path == path
+            and published.content_hash == content_hash
+        ):
+            return published
         return write_segment(
             self._location,
             symbol=symbol,
@@ -282,9 +304,9 @@ class Store:
         """
         data = encode_table(table)
         path = table_path(kind, symbol, session, data)
-        for rec in self.version().tables:
-            if rec.path == path:
-                return rec
+        published = self._latest().tables.get((kind, symbol, session))
+        if published is not None and published.path == path:
+            return published
         return write_table(
             self._location,
             kind=kind,
@@ -329,44 +351,55 @@ class Store:
                     f"{self._location.display('')}: commit based on version {base_version} "
                     f"but the latest is {latest}; reopen and redo the change"
                 )
-            base = self._read_manifest(latest)
-            if sha256_hex(self._location.read_bytes(manifest_path(latest))) != pointer["sha256"]:
-                raise StoreCorruptError(
-                    f"{self._location.display(manifest_path(latest))}: manifest hash does "
-                    "not match the version pointer"
-                )
-            merged_segments, seg_changed = _merge(base.segments, segments, replace, latest)
-            merged_tables, tab_changed = _merge(base.tables, tables, replace, latest)
-            feature_names, label_names = _names(merged_segments, base)
-            new_attrs = {**base.attributes, **(attributes or {})}
-            new_stats = stats if stats is not None else base.stats
+            base = read_state(self._location, latest, str(pointer["sha256"]))
+            changes = base.changes(segments, tables, replace=replace)
+            new_attrs = {**base.info.attributes, **(attributes or {})}
+            new_stats = stats if stats is not None else base.info.stats
             if (
-                not (seg_changed or tab_changed)
-                and new_stats == base.stats
-                and (new_attrs == dict(base.attributes))
+                changes.empty
+                and new_stats == base.info.stats
+                and new_attrs == dict(base.info.attributes)
             ):
-                return StoreVersion(self._location, base)
-            self._check_written([*segments, *tables])
-            self._location.flush()  # the new data files reach the disk before the manifest
-            manifest = Manifest(
+                return StoreVersion.of_state(self._location, base)
+            self._check_written([*changes.segments, *changes.tables])
+            self._location.flush()  # the new data files reach the disk before the log
+            entry = LogEntry(
                 version=latest + 1,
                 parent=latest,
-                parent_sha256=pointer["sha256"],
+                parent_sha256=base.sha256,
                 created=_now(),
                 message=message,
-                feature_names=feature_names,
-                label_names=label_names,
-                segments=tuple(sorted(merged_segments, key=lambda s: s.key)),
-                tables=tuple(sorted(merged_tables, key=lambda t: t.key)),
+                feature_names=changes.feature_names,
+                label_names=changes.label_names,
+                segments=tuple(sorted(changes.segments, key=lambda r: r.key)),
+                tables=tuple(sorted(changes.tables, key=lambda r: r.key)),
+                removed_segments=tuple(sorted(changes.removed_segments, key=lambda r: r.key)),
+                removed_tables=tuple(sorted(changes.removed_tables, key=lambda r: r.key)),
                 stats=new_stats,
                 attributes=new_attrs,
             )
-            data = manifest.to_json()
-            # An unpublished manifest with this number is debris of an interrupted
-            # commit (we hold the lock and the pointer is older): overwrite it.
-            self._location.write_atomic(manifest_path(manifest.version), data)
-            self._location.write_atomic(POINTER_FILE, _pointer(manifest.version, sha256_hex(data)))
-        return StoreVersion(self._location, manifest)
+            rel = entry_path(entry.version)
+            state = base.apply(entry, "", self._location.display(rel))
+            if entry.version % self._checkpoint_every == 0:
+                entry = self._write_checkpoint(entry, state)
+            data = entry.to_json()
+            # An unpublished file with this number is debris of an interrupted commit
+            # (we hold the lock and the pointer is older): overwrite it.
+            self._location.write_atomic(rel, data)
+            digest = sha256_hex(data)
+            self._location.write_atomic(POINTER_FILE, _pointer(entry.version, digest))
+            state = state.vouched_by(digest)
+            CACHE.put(self._location.url, state)
+        return StoreVersion.of_state(self._location, state)
+
+    def _write_checkpoint(self, entry: LogEntry, state: VersionState) -> LogEntry:
+        """Write ``state`` as the checkpoint of ``entry``'s version; the entry that names it."""
+        rel = checkpoint_path(entry.version)
+        data = state.manifest.to_json()
+        self._location.write_atomic(rel, data)
+        return dataclasses.replace(
+            entry, checkpoint=CheckpointRef(rel, FileEntry(sha256_hex(data), len(data)))
+        )
 
     def _check_written(self, records: Sequence[SegmentRecord | TableRecord]) -> None:
         for rec in records:
@@ -400,10 +433,12 @@ class Store:
         Raises :class:`~ticktensor.errors.StoreCorruptError` naming each damaged or
         missing chunk; returns a report of what was checked when all is intact.
         """
-        pinned = self._pin(version, check_hash=False)  # verify reports every problem
-        expected = self._expected_manifest_hash(pinned.version)
+        # Everything is read again (no cache), and the version file's own hash is
+        # checked by verify_manifest, which reports it with every other problem.
+        pinned = self._pin(version, check_hash=False, cache=StateCache())
+        expected = self._expected_hash(pinned.version)
         return verify_manifest(
-            self._location, pinned.manifest, manifest_path(pinned.version), expected, on_file
+            self._location, pinned.manifest, entry_path(pinned.version), expected, on_file
         )
 
     def repair(self, *, grace_s: float = 3600.0, dry_run: bool = False) -> RepairReport:
@@ -419,53 +454,23 @@ class Store:
             manifests = self.versions()
             return repair_store(self._location, manifests, grace_s=grace_s, dry_run=dry_run)
 
-    def _expected_manifest_hash(self, version: int) -> str:
+    def _expected_hash(self, version: int) -> str:
+        """The hash ``version``'s file must have: from the pointer down the children."""
         pointer = self._read_pointer()
         expected = str(pointer["sha256"])
         for v in range(int(pointer["version"]), version, -1):
-            child = self._read_manifest(v)
-            if child.parent_sha256 is None:
-                raise StoreCorruptError(f"version {v} does not record its parent's hash")
-            expected = child.parent_sha256
+            expected = parent_sha256(self._location, v)
         return expected
 
 
-_R = TypeVar("_R", SegmentRecord, TableRecord)
+def _checkpoint_every(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}: checkpoint_every must be a positive integer, got {value!r}")
+    return value
 
 
-def _merge(
-    published: Sequence[_R], added: Sequence[_R], replace: bool, latest: int
-) -> tuple[list[_R], bool]:
-    by_key: dict[Any, _R] = {r.key: r for r in published}
-    changed = False
-    for rec in added:
-        old = by_key.get(rec.key)
-        if old is not None and old.path == rec.path:
-            continue
-        if old is not None and not replace:
-            raise VersionConflictError(
-                f"{'/'.join(rec.key)} already exists in version {latest} with other content "
-                f"({old.path} vs {rec.path}); pass replace=True to supersede it"
-            )
-        by_key[rec.key] = rec
-        changed = True
-    return list(by_key.values()), changed
-
-
-def _names(
-    segments: Sequence[SegmentRecord], base: Manifest
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    if not segments:
-        return base.feature_names, base.label_names
-    first = segments[0]
-    for seg in segments:
-        if seg.feature_names != first.feature_names or seg.label_names != first.label_names:
-            raise SchemaError(
-                f"segment {seg.symbol}/{seg.session} has features {list(seg.feature_names)} "
-                f"and labels {list(seg.label_names)}; the version has features "
-                f"{list(first.feature_names)} and labels {list(first.label_names)}"
-            )
-    return first.feature_names, first.label_names
+def _versions_text() -> str:
+    return " and ".join(str(v) for v in READABLE_FORMAT_VERSIONS)
 
 
 def _layout(doc: object, where: str) -> Layout:
@@ -490,7 +495,7 @@ def _pointer(version: int, sha256: str) -> bytes:
         {
             "format_version": FORMAT_VERSION,
             "version": version,
-            "manifest": manifest_path(version),
+            "manifest": entry_path(version),
             "sha256": sha256,
         }
     )

@@ -15,6 +15,7 @@ from ._layout import Layout
 from ._location import Location
 from ._manifest import FeatureStats, Manifest, SegmentRecord, TableRecord
 from ._segments import SegmentArrays, open_segment, read_array, segment_content_hash
+from ._state import VersionState
 from ._tables import read_table
 
 __all__ = ["SegmentData", "StoreVersion"]
@@ -32,9 +33,21 @@ class SegmentData:
 class StoreVersion:
     """One published version of a store. Immutable: later commits do not change it."""
 
-    def __init__(self, location: Location, manifest: Manifest) -> None:
+    def __init__(self, location: Location, manifest: Manifest | VersionState) -> None:
         self._location = location
-        self.manifest = manifest
+        self._source = manifest
+
+    @classmethod
+    def of_state(cls, location: Location, state: VersionState) -> StoreVersion:
+        """The version a state describes; its sorted manifest is built on first use."""
+        return cls(location, state)
+
+    @property
+    def manifest(self) -> Manifest:
+        """Everything the version contains (records sorted by key)."""
+        if isinstance(self._source, VersionState):
+            return self._source.manifest  # built once, then kept by the state
+        return self._source
 
     def __repr__(self) -> str:
         return (
@@ -99,9 +112,13 @@ class StoreVersion:
         )
 
     def segment(self, symbol: str, session: str) -> SegmentRecord:
-        for s in self.segments:
-            if s.key == (symbol, session):
-                return s
+        """The segment of (``symbol``, ``session``); ``KeyError`` if there is none."""
+        if isinstance(self._source, VersionState):
+            found = self._source.segments.get((symbol, session))
+        else:
+            found = next((s for s in self.segments if s.key == (symbol, session)), None)
+        if found is not None:
+            return found
         raise KeyError(f"version {self.version} has no segment {symbol}/{session}")
 
     def open_segment(self, record: SegmentRecord) -> SegmentArrays:

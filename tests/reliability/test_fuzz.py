@@ -28,8 +28,8 @@ READERS = [
     "dbn-zst",
 ]
 READERS += ["lobster-message", "lobster-orderbook", "tardis", "parquet", "parquet-quotes", "arrow"]
-STORE = ["manifest", "store-pointer", "store-header", "zarr-group-json", "zarr-array-json"]
-STORE += ["zarr-chunk-zstd", "zarr-chunk-lz4", "store-table"]
+STORE = ["manifest", "log-entry", "store-pointer", "store-header", "zarr-group-json"]
+STORE += ["zarr-array-json", "zarr-chunk-zstd", "zarr-chunk-lz4", "store-table"]
 SETTINGS = settings(
     max_examples=12,
     deadline=None,

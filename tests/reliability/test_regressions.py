@@ -12,6 +12,7 @@ from ticktensor.ingest._job import IngestOptions, ingest
 from ticktensor.ingest.readers import ReadOptions
 from ticktensor.ingest.readers._tabular import guard
 from ticktensor.store import Manifest, Store
+from ticktensor.store._log import LogEntry
 
 
 def test_an_empty_symbol_is_quarantined_not_a_crash(tmp_path: Path) -> None:
@@ -36,12 +37,14 @@ def test_an_empty_symbol_is_quarantined_not_a_crash(tmp_path: Path) -> None:
 def test_a_manifest_number_beyond_a_double_is_refused() -> None:
     # Found by the manifest target: 1e999 parsed as inf, which to_json cannot write.
     store = Store.create("memory://tt-regression-inf", exist_ok=True)
-    data = store.location.read_bytes("versions/00000000.json").replace(
-        b'"stats": null',
-        b'"stats": {"names": ["x"], "mean": [1e999], "std": [1.0], "count": 1, "period": [0, 1]}',
-    )
-    with pytest.raises(StoreCorruptError, match="out of the range of a double"):
-        Manifest.from_json(data, "v0.json")
+    entry = store.location.read_bytes("versions/00000000.json")
+    checkpoint = store.version().manifest.to_json()
+    huge = b'"stats":{"names":["x"],"mean":[1e999],"std":[1.0],"count":1,"period":[0,1]}'
+    for data, parse in ((entry, LogEntry.from_json), (checkpoint, Manifest.from_json)):
+        forged = data.replace(b'"stats":null', huge)
+        assert forged != data
+        with pytest.raises(StoreCorruptError, match="out of the range of a double"):
+            parse(forged, "v0.json")
 
 
 def test_a_declared_size_past_memory_is_an_input_error() -> None:

@@ -30,6 +30,7 @@ def register(sub: Any) -> None:
         )
         add_bench_arguments(parser, workload=part != "ingest")
         parser.set_defaults(run=run_bench, part=part)
+    _register_wide(benches)
     report = benches.add_parser(
         "report",
         help="render a results file: text, Markdown, plot, README section",
@@ -48,6 +49,46 @@ def register(sub: Any) -> None:
         "--readme-plot", help="image path the README section shows (default: --plot)"
     )
     report.set_defaults(run=run_report)
+
+
+def _register_wide(benches: Any) -> None:
+    help_text = (
+        "append one session of a wide market per commit (W1): seconds per session as the "
+        "store ages, metadata bytes and objects per commit, beside one polars Parquet file"
+    )
+    wide = benches.add_parser("wide", help=help_text, description=help_text + ".")
+    wide.add_argument("--quick", action="store_true", help="500 symbols x 10 sessions")
+    wide.add_argument("--symbols", type=int, help="symbols per session (5,000; --quick 500)")
+    wide.add_argument("--sessions", type=int, help="sessions appended (20; --quick 10)")
+    wide.add_argument("--rows", type=int, help="rows per symbol and session (390)")
+    wide.add_argument("--features", type=int, help="float32 features per row (16)")
+    wide.add_argument("--workdir", type=Path, help="where the scratch store lives (a temp dir)")
+    wide.add_argument("--json", type=Path, help="write the options and per-session rows")
+    wide.set_defaults(run=run_wide)
+
+
+def run_wide(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from ticktensor.bench.wide import WideOptions, describe, run_wide
+
+    options = WideOptions.quick() if args.quick else WideOptions()
+    options = dataclasses.replace(
+        options, **_given(args, "symbols", "sessions", "rows", "features")
+    )
+    rows = run_wide(options, workdir=args.workdir)
+    last = rows[-1]
+    print(
+        f"# session {last['session']} / session 1: {last['append_vs_session1']:.2f}x; "
+        f"append / polars Parquet, median over sessions: "
+        f"{sorted(r['append_s'] / r['polars_parquet_s'] for r in rows)[len(rows) // 2]:.1f}x"
+    )
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"options": describe(options), "rows": rows}, indent=1))
+        print(f"# results written to {args.json}")
+    return 0
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser, *, workload: bool = True) -> None:

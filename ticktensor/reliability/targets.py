@@ -31,6 +31,7 @@ from ticktensor.ingest._sources import Input
 from ticktensor.ingest._staging import Staging
 from ticktensor.ingest.readers import CsvFormat, ReadOptions, detect
 from ticktensor.store import Layout, Location, Manifest, Store, StoreVersion
+from ticktensor.store._log import LogEntry
 from ticktensor.store._manifest import FileEntry, sha256_hex
 
 from ._seeds import arrow_file, read_seed, synthetic_trades_csv
@@ -334,10 +335,16 @@ def _store_targets() -> list[FuzzTarget | None]:
     seg, tab = raw.pinned.segments[0], raw.pinned.tables[0]
 
     def manifest(data: bytes) -> None:
-        parsed = Manifest.from_json(data, "fuzz/versions/00000001.json")
+        parsed = Manifest.from_json(data, "fuzz/versions/00000001.checkpoint.json")
         again = Manifest.from_json(parsed.to_json(), "fuzz/again.json")
         if again != parsed:
             raise InvariantError("a parsed manifest does not survive to_json/from_json")
+
+    def log_entry(data: bytes) -> None:
+        parsed = LogEntry.from_json(data, "fuzz/versions/00000001.json")
+        again = LogEntry.from_json(parsed.to_json(), "fuzz/again.json")
+        if again != parsed:
+            raise InvariantError("a parsed log entry does not survive to_json/from_json")
 
     def on_file(
         tiny: _TinyStore, rel: str, check: Callable[[StoreVersion], object]
@@ -387,6 +394,12 @@ def _store_targets() -> list[FuzzTarget | None]:
         FuzzTarget(
             "manifest",
             manifest,
+            (raw.pinned.manifest.to_json(), raw.store.version(0).manifest.to_json()),
+            _JSON_TOKENS,
+        ),
+        FuzzTarget(
+            "log-entry",
+            log_entry,
             tuple(raw.file(f"versions/{v:08d}.json") for v in (0, 1)),
             _JSON_TOKENS,
         ),

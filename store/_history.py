@@ -1,0 +1,167 @@
+"""Reading a version: walk the log back to a checkpoint, check every hash, replay forward.
+
+A version file ``versions/NNNNNNNN.json`` is either a format-2 log entry or a format-1
+manifest (the full state). The state of version ``N`` is found by reading entries
+``N, N-1, ...`` until one of them carries a checkpoint, is a format-1 manifest, is
+version 0, or is a state already in memory; the entries read are then applied
+oldest first. Each file's sha256 must equal what its child recorded (``latest.json``
+for the latest), so one hash vouches for the whole chain. With a checkpoint every
+``K`` versions, opening any version reads one checkpoint and at most ``K`` entries.
+
+States are immutable, so recent ones are kept in a small cache keyed by store URL,
+version and the version file's hash (a hit needs the file's exact bytes): every
+:class:`~ticktensor.store.Store` handle in a process (an ingest worker opens one per
+task) shares the work of building them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from ticktensor.errors import StoreCorruptError
+
+from ._location import Location
+from ._log import LOG_FORMAT, CheckpointRef, LogEntry
+from ._manifest import Manifest, load_json, sha256_hex
+from ._state import VersionState
+
+__all__ = ["CACHE", "StateCache", "checkpoint_path", "entry_path", "parent_sha256", "read_state"]
+
+
+def entry_path(version: int) -> str:
+    """The version file of ``version``: a log entry (format 2) or a manifest (format 1)."""
+    return f"versions/{version:08d}.json"
+
+
+def checkpoint_path(version: int) -> str:
+    """Where the checkpoint of ``version`` is written, when it has one."""
+    return f"versions/{version:08d}.checkpoint.json"
+
+
+class StateCache:
+    """The last few states read, by (store URL, version, sha256 of the version file)."""
+
+    def __init__(self, size: int = 4) -> None:
+        self._size = size
+        self._states: OrderedDict[tuple[str, int, str], VersionState] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, url: str, version: int, sha256: str) -> VersionState | None:
+        with self._lock:
+            state = self._states.get((url, version, sha256))
+            if state is not None:
+                self._states.move_to_end((url, version, sha256))
+            return state
+
+    def put(self, url: str, state: VersionState) -> None:
+        if state.sha256 is None:
+            return
+        with self._lock:
+            self._states[(url, state.version, state.sha256)] = state
+            self._states.move_to_end((url, state.version, state.sha256))
+            while len(self._states) > self._size:
+                self._states.popitem(last=False)
+
+
+CACHE = StateCache()
+
+
+def _read(location: Location, rel: str, what: str) -> bytes:
+    try:
+        return location.read_bytes(rel)
+    except FileNotFoundError:
+        raise StoreCorruptError(f"{location.display(rel)}: {what} is missing") from None
+
+
+def _check_hash(location: Location, rel: str, digest: str, expected: str, by: str) -> None:
+    if digest != expected:
+        raise StoreCorruptError(
+            f"{location.display(rel)}: sha256 {digest[:16]} != {expected[:16]} recorded by {by}"
+        )
+
+
+def read_state(
+    location: Location,
+    version: int,
+    expected_sha256: str | None,
+    *,
+    vouched_by: str = "latest.json",
+    cache: StateCache = CACHE,
+) -> VersionState:
+    """The state of ``version``; its file's hash must be ``expected_sha256`` when given.
+
+    Raises :class:`StoreCorruptError` naming the file for anything missing, malformed
+    or not matching the hash its child (or ``vouched_by``) recorded.
+    """
+    if expected_sha256 is not None:
+        hit = cache.get(location.url, version, expected_sha256)
+        if hit is not None:
+            return hit
+    chain: list[tuple[LogEntry, str, str]] = []
+    v, expected, by = version, expected_sha256, vouched_by
+    while True:
+        rel = entry_path(v)
+        data = _read(location, rel, f"version file of version {v}")
+        digest = sha256_hex(data)
+        if expected is not None:
+            _check_hash(location, rel, digest, expected, by)
+        known = cache.get(location.url, v, digest)
+        if known is not None:  # e.g. the version a Store handle read before this commit
+            base = known
+            break
+        where = location.display(rel)
+        doc = load_json(data, where, "version file")
+        if not isinstance(doc, dict) or doc.get("format") != LOG_FORMAT:
+            manifest = Manifest.from_doc(doc, where)  # format 1: the full state
+            _check_version(manifest.version, v, where)
+            base = VersionState.from_manifest(manifest, digest, where)
+            break
+        entry = LogEntry.from_doc(doc, where)
+        _check_version(entry.version, v, where)
+        if entry.checkpoint is not None:
+            base = _read_checkpoint(location, entry, entry.checkpoint, digest, where)
+            break
+        chain.append((entry, digest, where))
+        if entry.parent is None or entry.parent_sha256 is None:
+            base = VersionState.before_first()
+            break
+        v, expected, by = entry.parent, entry.parent_sha256, rel
+    for entry, digest, where in reversed(chain):
+        base = base.apply(entry, digest, where)
+    cache.put(location.url, base)
+    return base
+
+
+def _check_version(found: int, wanted: int, where: str) -> None:
+    if found != wanted:
+        raise StoreCorruptError(f"{where}: holds version {found}, expected version {wanted}")
+
+
+def _read_checkpoint(
+    location: Location, entry: LogEntry, ref: CheckpointRef, digest: str, where: str
+) -> VersionState:
+    data = _read(location, ref.path, f"checkpoint of version {entry.version}")
+    _check_hash(location, ref.path, sha256_hex(data), ref.file.sha256, where)
+    cp_where = location.display(ref.path)
+    manifest = Manifest.from_json(data, cp_where)
+    _check_version(manifest.version, entry.version, cp_where)
+    if manifest.parent_sha256 != entry.parent_sha256:
+        raise StoreCorruptError(f"{cp_where}: names another parent than its log entry {where}")
+    return VersionState.from_manifest(manifest, digest, cp_where)
+
+
+def parent_sha256(location: Location, version: int) -> str:
+    """The parent hash that ``version``'s file records (it must record one)."""
+    rel = entry_path(version)
+    where = location.display(rel)
+    doc = load_json(
+        _read(location, rel, f"version file of version {version}"), where, "version file"
+    )
+    if isinstance(doc, dict) and doc.get("format") == LOG_FORMAT:
+        recorded = LogEntry.from_doc(doc, where).parent_sha256
+    else:
+        recorded = Manifest.from_doc(doc, where).parent_sha256
+    if recorded is None:
+        raise StoreCorruptError(f"{where}: version {version} does not record its parent's hash")
+    return recorded

@@ -1,0 +1,186 @@
+"""The records of one version keyed for O(1) lookups, advanced one log entry at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, TypeVar
+
+from ticktensor.errors import SchemaError, StoreCorruptError, VersionConflictError
+
+from ._log import LogEntry, RemovedRecord
+from ._manifest import Manifest, SegmentRecord, TableRecord
+
+__all__ = ["Changes", "VersionState"]
+
+_R = TypeVar("_R", SegmentRecord, TableRecord)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a commit adds to and removes from its base version's state."""
+
+    segments: tuple[SegmentRecord, ...]
+    tables: tuple[TableRecord, ...]
+    removed_segments: tuple[RemovedRecord, ...]
+    removed_tables: tuple[RemovedRecord, ...]
+    feature_names: tuple[str, ...]
+    label_names: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.segments or self.tables or self.removed_segments or self.removed_tables)
+
+
+@dataclass(frozen=True, eq=False)
+class VersionState:
+    """One version's records by key, with the hash of the version file that vouches for it.
+
+    Never mutated: :meth:`apply` returns a new state. ``sha256`` is the hash of the
+    version's file (a log entry, or a format-1 manifest); ``None`` only for the state
+    before version 0.
+    """
+
+    version: int
+    sha256: str | None
+    info: Manifest  # the version's own fields; its record tuples are left empty
+    segments: Mapping[tuple[str, str], SegmentRecord]
+    tables: Mapping[tuple[str, str, str], TableRecord]
+
+    @classmethod
+    def before_first(cls) -> VersionState:
+        """The state a version-0 log entry applies to: nothing."""
+        info = Manifest(-1, None, None, "", "", (), ())
+        return cls(-1, None, info, {}, {})
+
+    @classmethod
+    def from_manifest(cls, manifest: Manifest, sha256: str, where: str) -> VersionState:
+        """The state a full manifest (format 1, or a format-2 checkpoint) describes."""
+        segments = {s.key: s for s in manifest.segments}
+        tables = {t.key: t for t in manifest.tables}
+        if len(segments) != len(manifest.segments) or len(tables) != len(manifest.tables):
+            raise StoreCorruptError(f"{where}: a (symbol, session) key appears twice")
+        info = manifest.evolve(segments=(), tables=())
+        state = cls(manifest.version, sha256, info, segments, tables)
+        state.__dict__["manifest"] = manifest  # already built: keep it
+        return state
+
+    def vouched_by(self, sha256: str) -> VersionState:
+        """This state, as published by the version file with hash ``sha256``."""
+        state = VersionState(self.version, sha256, self.info, self.segments, self.tables)
+        if "manifest" in self.__dict__:
+            state.__dict__["manifest"] = self.__dict__["manifest"]
+        return state
+
+    @cached_property
+    def manifest(self) -> Manifest:
+        """The full :class:`Manifest` (records sorted by key); built once, on demand."""
+        return self.info.evolve(
+            segments=tuple(self.segments[k] for k in sorted(self.segments)),
+            tables=tuple(self.tables[k] for k in sorted(self.tables)),
+        )
+
+    def apply(self, entry: LogEntry, sha256: str, where: str) -> VersionState:
+        """The state after ``entry``; a log that does not fit this state is corrupt."""
+        if entry.version != self.version + 1 or entry.parent_sha256 != self.sha256:
+            raise StoreCorruptError(
+                f"{where}: log entry of version {entry.version} does not follow version "
+                f"{self.version} (parent {entry.parent}, parent sha256 "
+                f"{(entry.parent_sha256 or 'null')[:16]})"
+            )
+        segments = _applied(self.segments, entry.removed_segments, entry.segments, where)
+        tables = _applied(self.tables, entry.removed_tables, entry.tables, where)
+        info = Manifest(
+            version=entry.version,
+            parent=entry.parent,
+            parent_sha256=entry.parent_sha256,
+            created=entry.created,
+            message=entry.message,
+            feature_names=entry.feature_names,
+            label_names=entry.label_names,
+            stats=entry.stats,
+            attributes=entry.attributes,
+        )
+        return VersionState(entry.version, sha256, info, segments, tables)
+
+    def changes(
+        self,
+        segments: Sequence[SegmentRecord],
+        tables: Sequence[TableRecord],
+        *,
+        replace: bool,
+    ) -> Changes:
+        """What committing ``segments`` and ``tables`` on this state changes: O(their number).
+
+        A record equal in path to the published one with its key is a no-op; one with
+        other content conflicts (:class:`VersionConflictError`) unless ``replace``.
+        Every segment of the result must share feature and label names
+        (:class:`SchemaError`).
+        """
+        add_segs, rm_segs = _changed(self.segments, segments, replace, self.version)
+        add_tabs, rm_tabs = _changed(self.tables, tables, replace, self.version)
+        feature_names, label_names = self.info.feature_names, self.info.label_names
+        if add_segs:
+            first = add_segs[0]
+            kept = len(self.segments) - len(rm_segs)
+            names = (
+                (first.feature_names, first.label_names)
+                if not kept
+                else (self.info.feature_names, self.info.label_names)
+            )
+            for seg in add_segs:
+                if (seg.feature_names, seg.label_names) != names:
+                    raise SchemaError(
+                        f"segment {seg.symbol}/{seg.session} has features "
+                        f"{list(seg.feature_names)} and labels {list(seg.label_names)}; the "
+                        f"version has features {list(names[0])} and labels {list(names[1])}"
+                    )
+            feature_names, label_names = names
+        return Changes(
+            add_segs, add_tabs, rm_segs, rm_tabs, tuple(feature_names), tuple(label_names)
+        )
+
+
+def _changed(
+    published: Mapping[Any, _R], added: Sequence[_R], replace: bool, latest: int
+) -> tuple[tuple[_R, ...], tuple[RemovedRecord, ...]]:
+    wanted: dict[Any, _R] = {}
+    for rec in added:
+        old = wanted.get(rec.key, published.get(rec.key))
+        if old is not None and old.path == rec.path:
+            continue
+        if old is not None and not replace:
+            raise VersionConflictError(
+                f"{'/'.join(rec.key)} already exists in version {latest} with other content "
+                f"({old.path} vs {rec.path}); pass replace=True to supersede it"
+            )
+        wanted[rec.key] = rec
+    adds = tuple(
+        rec
+        for key, rec in wanted.items()
+        if key not in published or published[key].path != rec.path
+    )
+    removed = tuple(RemovedRecord(r.key, published[r.key].path) for r in adds if r.key in published)
+    return adds, removed
+
+
+def _applied(
+    base: Mapping[Any, _R], removed: Sequence[RemovedRecord], added: Sequence[_R], where: str
+) -> dict[Any, _R]:
+    out = dict(base)
+    for rm in removed:
+        old = out.pop(rm.key, None)
+        if old is None or old.path != rm.path:
+            raise StoreCorruptError(
+                f"{where}: removes {'/'.join(rm.key)} at {rm.path}, which the parent version "
+                f"{'does not have' if old is None else f'has at {old.path}'}"
+            )
+    for rec in added:
+        if rec.key in out:
+            raise StoreCorruptError(
+                f"{where}: adds {'/'.join(rec.key)} at {rec.path}, which the parent version "
+                f"already has at {out[rec.key].path} without removing it"
+            )
+        out[rec.key] = rec
+    return out
