@@ -1,7 +1,7 @@
 """The loader's two batch engines side by side, under a consumer that holds the GIL.
 
 Once every chunk is loaded, a pass runs on the native thread (``tt::SamplePrefetcher``);
-``loader.native_engine = False`` keeps the Python thread. A training loop holds the GIL
+``FastOptions(engine="python")`` keeps the Python thread. A training loop holds the GIL
 for part of each step (Python, optimizer bookkeeping, logging): this script spins in pure
 Python for a fixed time per batch and measures both engines, taking turns, in one run::
 
@@ -55,8 +55,10 @@ def rate(
     ds: WindowDataset, batch: int, native: bool, seed: int, seconds: float, ms: float
 ) -> float:
     """Samples/s of a fresh loader over ``ds`` (uniform order), after its first batch."""
-    loader = DataLoader(ds, batch_size=batch, fast=FastOptions(order=order_of("uniform", seed)))
-    loader.native_engine = native
+    engine = "auto" if native else "python"
+    loader = DataLoader(
+        ds, batch_size=batch, fast=FastOptions(order=order_of("uniform", seed), engine=engine)
+    )
     sizes = endless(lambda: loader)  # batch sizes, pass after pass
     next(sizes)
     samples, started = 0, time.perf_counter()
