@@ -4,7 +4,9 @@ Usage: ``python _ray_train.py STORE OUT``. Each worker builds the dataset from t
 URL, passes the loader through ``ray.train.torch.prepare_data_loader`` and trains two
 epochs the way Ray's documentation shows (``loader.sampler.set_epoch(epoch)`` with more
 than one worker). Each worker writes the ids it trained on, one per line, to
-``OUT/epoch{E}-rank{R}.txt``, and the warnings it saw to ``OUT/warnings-rank{R}.txt``.
+``OUT/epoch{E}-rank{R}.txt``, the warnings it saw to ``OUT/warnings-rank{R}.txt`` and
+what ``set_epoch`` through the prepared loader raised, if anything, to
+``OUT/set_epoch-rank{R}.txt`` (then it trains on, so that the shards are still checked).
 Run by ``test_ray_train.py``.
 """
 
@@ -30,6 +32,7 @@ def train_loop(config: dict[str, Any]) -> None:
     out = Path(config["out"])
     context = ray.train.get_context()
     rank, world_size = context.get_world_rank(), context.get_world_size()
+    set_epoch_errors: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         dataset = WindowDataset(open_store(config["store"]), WINDOW)
@@ -39,7 +42,10 @@ def train_loop(config: dict[str, Any]) -> None:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         for epoch in range(EPOCHS):
             if world_size > 1:
-                loader.sampler.set_epoch(epoch)
+                try:
+                    loader.sampler.set_epoch(epoch)
+                except Exception as exc:  # reported to the test, which fails on it
+                    set_epoch_errors.append(f"epoch {epoch}: {type(exc).__name__}: {exc}")
             seen: list[int] = []
             for x, y in loader:
                 seen += [int(v) for v in x[:, 0, 0].tolist()]
@@ -50,6 +56,7 @@ def train_loop(config: dict[str, Any]) -> None:
             (out / f"epoch{epoch}-rank{rank}.txt").write_text("".join(f"{i}\n" for i in seen))
     lines = [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
     (out / f"warnings-rank{rank}.txt").write_text("".join(f"{line}\n" for line in lines))
+    (out / f"set_epoch-rank{rank}.txt").write_text("".join(f"{e}\n" for e in set_epoch_errors))
 
 
 def main() -> None:

@@ -24,16 +24,24 @@ pytest.importorskip("ray.train.torch")
 SEED = 13  # as in _ray_train.py
 
 
+@pytest.fixture(scope="module")
+def ray_run(store_url: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Run ``_ray_train.py`` once; its output folder and its output."""
+    out = tmp_path_factory.mktemp("ray-train")
+    output = run_script([sys.executable, str(HERE / "_ray_train.py"), store_url, str(out)])
+    return out, output
+
+
 @pytest.mark.slow
 def test_two_workers_train_on_disjoint_complete_shards(
-    store_url: str, version: StoreVersion, tmp_path: Path
+    ray_run: tuple[Path, str], version: StoreVersion
 ) -> None:
-    output = run_script([sys.executable, str(HERE / "_ray_train.py"), store_url, str(tmp_path)])
+    out, output = ray_run
     for rank in range(2):
-        warned = (tmp_path / f"warnings-rank{rank}.txt").read_text()
+        warned = (out / f"warnings-rank{rank}.txt").read_text()
         assert not warned, f"rank {rank} warned:\n{warned}\n{output[-4000:]}"
     for epoch in range(2):
-        shards = [read_ids(tmp_path / f"epoch{epoch}-rank{r}.txt") for r in range(2)]
+        shards = [read_ids(out / f"epoch{epoch}-rank{r}.txt") for r in range(2)]
         assert [len(s) for s in shards] == [len(ALL_IDS) // 2] * 2, epoch
         assert not set(shards[0]) & set(shards[1]), f"epoch {epoch}: the ranks share samples"
         assert set(shards[0]) | set(shards[1]) == ALL_IDS
@@ -46,3 +54,12 @@ def test_two_workers_train_on_disjoint_complete_shards(
             )
             ours.set_epoch(epoch)
             assert shard == [i for x, _ in ours for i in ids(x)], (epoch, rank)
+
+
+@pytest.mark.slow
+def test_set_epoch_through_the_prepared_loader(ray_run: tuple[Path, str]) -> None:
+    """Ray's documented loop calls ``loader.sampler.set_epoch(epoch)`` on what
+    ``prepare_data_loader`` returned (a wrapper that copies the loader's ``__dict__``)."""
+    out, _ = ray_run
+    for rank in range(2):
+        assert (out / f"set_epoch-rank{rank}.txt").read_text() == "", rank
