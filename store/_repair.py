@@ -1,13 +1,13 @@
 """Repair: remove what interrupted commits and killed jobs left behind, never published data.
 
 A crash between writing files and flipping ``latest.json`` leaves files that no version
-refers to: segments and tables of the lost commit, an unpublished manifest, temporary
-``*.tmp-*`` files, a job's ``staging/`` folder. They are harmless (readers never see
-them) but take space. :func:`find_orphans` lists every file below ``segments/``,
-``events/``, ``versions/`` and ``staging/`` that no published manifest (version 0 to the
-latest) refers to, and temporary files of interrupted atomic writes at the root;
-:func:`repair` removes those older than a grace period, so that files a running job has
-written but not yet committed are left alone.
+refers to: segments and tables of the lost commit, an unpublished log entry or
+checkpoint, temporary ``*.tmp-*`` files, a job's ``staging/`` folder. They are harmless
+(readers never see them) but take space. :func:`find_orphans` lists every file below
+``segments/``, ``events/``, ``versions/`` and ``staging/`` that no published version
+(0 to the latest) refers to, and temporary files of interrupted atomic writes at the
+root; :func:`repair` removes those older than a grace period, so that files a running
+job has written but not yet committed are left alone.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ._history import checkpoint_path, entry_path
 from ._location import Location
 from ._manifest import Manifest
 
@@ -42,10 +43,14 @@ class RepairReport:
 
 
 def referenced_files(manifests: Iterable[Manifest]) -> set[str]:
-    """Every store-relative path the given manifests refer to, manifests included."""
+    """Every store-relative path the given versions refer to, their version files included.
+
+    A version's files are its log entry (or format-1 manifest) and, if it has one, its
+    checkpoint; a checkpoint of a version that was never published is debris.
+    """
     keep = set()
     for m in manifests:
-        keep.add(f"versions/{m.version:08d}.json")
+        keep.update((entry_path(m.version), checkpoint_path(m.version)))
         for seg in m.segments:
             keep.update(f"{seg.path}/{name}" for name in seg.files)
         keep.update(t.path for t in m.tables)

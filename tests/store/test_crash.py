@@ -43,7 +43,8 @@ CHILD = textwrap.dedent(
                 die()
         if crash_at == "table" and rel.startswith("events/"):
             die()
-        if crash_at == "manifest" and rel.startswith("versions/"):
+        checkpoint = rel.endswith(".checkpoint.json")
+        if crash_at == ("checkpoint" if checkpoint else "manifest") and rel.startswith("versions/"):
             self.fs.pipe_file(self.path(rel), data[: len(data) // 2])  # torn write
             die()
         if crash_at == "pointer" and rel == "latest.json":
@@ -101,20 +102,27 @@ def _snapshot(store: Store) -> tuple[bytes, list[np.ndarray]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("crash_at", "arg"),
+    ("crash_at", "arg", "every"),
     [
-        ("chunk", 1),
-        ("chunk", 9),
-        ("chunk", 20),
-        ("table", 0),
-        ("manifest", 0),
-        ("pointer", 0),
-        ("rename", 0),
+        ("chunk", 1, 10),
+        ("chunk", 9, 10),
+        ("chunk", 20, 10),
+        ("table", 0, 10),
+        ("manifest", 0, 10),
+        ("pointer", 0, 10),
+        ("rename", 0, 10),
+        # Version 2 of a store with a checkpoint every 2 versions writes one.
+        ("checkpoint", 0, 2),
+        ("manifest", 0, 2),
+        ("pointer", 0, 2),
     ],
 )
-def test_sigkill_mid_commit_keeps_previous_version(tmp_path: Path, crash_at: str, arg: int) -> None:
+def test_sigkill_mid_commit_keeps_previous_version(
+    tmp_path: Path, crash_at: str, arg: int, every: int
+) -> None:
     url = str(tmp_path / "store")
-    store = Store.create(url, layout=Layout(codec="zstd", chunk_rows=256))
+    layout = Layout(codec="zstd", chunk_rows=256)
+    store = Store.create(url, layout=layout, checkpoint_every=every)
     s = make_series("AAPL", 0)
     store.commit(segments=[write_series(store, s)])
     before = _snapshot(store)
@@ -145,3 +153,7 @@ def test_sigkill_mid_commit_keeps_previous_version(tmp_path: Path, crash_at: str
     assert len(v2.tables_of("trades")) == 1
     leftovers = [p for p in os.listdir(tmp_path / "store") if ".tmp-" in p]
     assert leftovers == [] or crash_at == "rename"
+    checkpoints = sorted(
+        p for p in os.listdir(tmp_path / "store" / "versions") if "checkpoint" in p
+    )
+    assert checkpoints == (["00000002.checkpoint.json"] if every == 2 else [])
