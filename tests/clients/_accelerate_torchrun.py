@@ -3,7 +3,9 @@
 Usage: ``torchrun --standalone --nproc-per-node=2 _accelerate_torchrun.py STORE OUT``.
 The loader is built before the ``Accelerator`` (the process group does not exist yet;
 torchrun's ``RANK``/``WORLD_SIZE`` do) and goes through ``prepare()`` with the model.
-Each rank writes the ids it trained on, one per line, to ``OUT/epoch{E}-rank{R}.txt``.
+Each rank writes the ids it trained on, one per line, to ``OUT/epoch{E}-rank{R}.txt``;
+then, for epoch 2, the ids of ``accelerator.skip_first_batches(loader, 1)`` to
+``OUT/skip1-rank{R}.txt`` and those of the loader's own pass to ``OUT/epoch2-rank{R}.txt``.
 Run by ``test_accelerate.py``.
 """
 
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator, InitProcessGroupKwargs
+from torch.utils.data.distributed import DistributedSampler
 
 from ticktensor import DataLoader
 from ticktensor.loaders import FastOptions, WindowDataset
@@ -38,17 +41,34 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     model, optimizer, prepared = accelerator.prepare(model, optimizer, loader)
     assert prepared is loader
+    rank = accelerator.process_index
+    sampler = loader.sampler
+    assert isinstance(sampler, DistributedSampler), type(sampler)
+    assert (sampler.rank, sampler.num_replicas) == (rank, 2), (sampler.rank, sampler.num_replicas)
+    assert len(loader) == 4, len(loader)  # 64 samples, 8 per batch, 2 ranks
     for epoch in range(EPOCHS):
         seen: list[int] = []
         for x, y in prepared:
-            seen += [int(v) for v in x[:, 0, 0].tolist()]
+            seen += ids(x)
             loss = torch.nn.functional.mse_loss(model(x.flatten(1)), y)
             accelerator.backward(loss)
             optimizer.step()
             optimizer.zero_grad()
-        name = f"epoch{epoch}-rank{accelerator.process_index}.txt"
-        (out / name).write_text("".join(f"{i}\n" for i in seen))
+        write(out / f"epoch{epoch}-rank{rank}.txt", seen)
+    write(
+        out / f"skip1-rank{rank}.txt",
+        [i for x, _ in accelerator.skip_first_batches(loader, 1) for i in ids(x)],
+    )
+    write(out / f"epoch{EPOCHS}-rank{rank}.txt", [i for x, _ in loader for i in ids(x)])
     accelerator.end_training()
+
+
+def ids(x: torch.Tensor) -> list[int]:
+    return [int(v) for v in x[:, 0, 0].tolist()]
+
+
+def write(path: Path, values: list[int]) -> None:
+    path.write_text("".join(f"{i}\n" for i in values))
 
 
 if __name__ == "__main__":
