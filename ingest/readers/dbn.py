@@ -44,11 +44,22 @@ _LEVEL = np.dtype(
         "itemsize": 32,
     }
 )
+#: A consolidated level (cmbp-1, cbbo, tcbbo): publisher ids where MBP levels have counts.
+_CONSOLIDATED_LEVEL = np.dtype(
+    {
+        "names": ["bid_px", "ask_px", "bid_sz", "ask_sz"],
+        "formats": ["<i8", "<i8", "<u4", "<u4"],
+        "offsets": [0, 8, 16, 20],
+        "itemsize": 32,
+    }
+)
 _TRADE = [("price", "<i8", 16), ("size", "<u4", 24), ("action", "u1", 28), ("side", "u1", 29)]
 _TRADE += [("ts_recv", "<u8", 32), ("sequence", "<u4", 44)]
 _MBO = [("order_id", "<u8", 16), ("price", "<i8", 24), ("size", "<u4", 32), ("flags", "u1", 36)]
 _MBO += [("action", "u1", 38), ("side", "u1", 39), ("ts_recv", "<u8", 40)]
 _MBO += [("sequence", "<u4", 52)]
+# Consolidated records have no sequence number (cbbo has no action either: unused for quotes).
+_CTRADE = [f for f in _TRADE if f[0] != "sequence"]
 _OHLCV = [(name, "<i8", 16 + 8 * i) for i, name in enumerate(("open", "high", "low", "close"))]
 _OHLCV += [("volume", "<u8", 48)]
 
@@ -62,6 +73,7 @@ class _Layout:
     size: int
     depth: int
     kinds: tuple[EventKind, ...]  # the first is the default
+    level: np.dtype[Any] = _LEVEL
 
 
 _BOOK = (EventKind.QUOTES, EventKind.TRADES)
@@ -73,6 +85,10 @@ _LAYOUTS: dict[str, _Layout] = {
     "mbo": _Layout(frozenset({0xA0}), _MBO, 56, 0, (EventKind.MBO,)),
     "bbo-1s": _Layout(frozenset({0xC3}), _TRADE, 80, 1, (EventKind.QUOTES,)),
     "bbo-1m": _Layout(frozenset({0xC4}), _TRADE, 80, 1, (EventKind.QUOTES,)),
+    "cmbp-1": _Layout(frozenset({0xB1}), _CTRADE, 80, 1, (EventKind.QUOTES,), _CONSOLIDATED_LEVEL),
+    "cbbo-1s": _Layout(frozenset({0xC0}), _CTRADE, 80, 1, (EventKind.QUOTES,), _CONSOLIDATED_LEVEL),
+    "cbbo-1m": _Layout(frozenset({0xC1}), _CTRADE, 80, 1, (EventKind.QUOTES,), _CONSOLIDATED_LEVEL),
+    "tcbbo": _Layout(frozenset({0xC2}), _CTRADE, 80, 1, _BOOK, _CONSOLIDATED_LEVEL),
 }
 for _name, _rtype in (("ohlcv-1s", 0x20), ("ohlcv-1m", 0x21), ("ohlcv-1h", 0x22)):
     _LAYOUTS[_name] = _Layout(frozenset({_rtype, 0x11}), _OHLCV, 56, 0, (EventKind.OHLCV,))
@@ -159,7 +175,7 @@ def _record_dtype(layout: _Layout, itemsize: int) -> np.dtype[Any]:
     formats_any: list[Any] = list(formats)
     if layout.depth:
         names.append("levels")
-        formats_any.append((_LEVEL, (layout.depth,)))
+        formats_any.append((layout.level, (layout.depth,)))
         offsets.append(48)
     spec = {"names": names, "formats": formats_any, "offsets": offsets, "itemsize": itemsize}
     return np.dtype(spec)  # type: ignore[call-overload, no-any-return]
@@ -199,8 +215,9 @@ class DbnReader(Reader):
 
     Records are decoded in blocks of whole records with numpy structured dtypes (no
     per-record Python). Schema mapping: ``trades`` -> trades; ``mbp-1``, ``bbo-1s``,
-    ``bbo-1m`` -> quotes; ``tbbo`` -> quotes (the book just before each trade) or
-    trades with ``kind=trades``; ``mbp-10`` -> mbp10 (or quotes from level 0);
+    ``bbo-1m``, and the consolidated ``cmbp-1``, ``cbbo-1s``, ``cbbo-1m`` -> quotes;
+    ``tbbo``/``tcbbo`` -> quotes (the book just before each trade) or trades with
+    ``kind=trades``; ``mbp-10`` -> mbp10 (or quotes from level 0);
     ``mbo`` -> mbo; ``ohlcv-1s/1m/1h/1d`` -> ohlcv. Other schemas raise ConfigError.
     """
 
@@ -300,14 +317,16 @@ class DbnReader(Reader):
                 cols[name] = _px(rec[name])
             cols["volume"] = rec["volume"].astype(np.float64)
             return pa.table(cols)
-        cols["sequence"] = rec["sequence"].astype(np.uint64)
+        if "sequence" in (rec.dtype.names or ()):
+            cols["sequence"] = rec["sequence"].astype(np.uint64)
         if kind is EventKind.QUOTES:
             top = rec["levels"][:, 0]
             for side in ("bid", "ask"):
                 px = top[f"{side}_px"]
                 cols[f"{side}_px"] = _px(px)
                 cols[f"{side}_sz"] = _level(top[f"{side}_sz"].astype(np.float64), px)
-                cols[f"{side}_ct"] = _level(top[f"{side}_ct"], px)
+                if f"{side}_ct" in (top.dtype.names or ()):
+                    cols[f"{side}_ct"] = _level(top[f"{side}_ct"], px)
             return pa.table(cols)
         cols["price"] = _px(rec["price"])
         cols["size"] = rec["size"].astype(np.float64)
