@@ -34,6 +34,7 @@ __all__ = [
     "open_dataset",
     "order_of",
     "ticktensor_loader",
+    "ticktensor_wrapped",
 ]
 
 KNOWN_STATS = frozenset(
@@ -77,10 +78,14 @@ def order_of(kind: str, seed: int) -> Order:
 def _loader(
     ds: WindowDataset, batch: int, order: Order, threads: int, device: str | None = None
 ) -> DataLoader:
-    extra: dict[str, Any] = {} if device is None else {"device": device, "pin_memory": True}
-    if _accepts(DataLoader, "threads") and not _accepts(WindowDataset, "threads"):
-        extra["threads"] = threads
-    return DataLoader(ds, batch_size=batch, drop_last=False, **extra, fast=FastOptions(order=order))
+    pinned = device is not None
+    return DataLoader(
+        ds,
+        batch_size=batch,
+        drop_last=False,
+        pin_memory=pinned,
+        fast=FastOptions(order=order, device=device),
+    )
 
 
 def ticktensor_loader(
@@ -101,6 +106,32 @@ def ticktensor_loader(
 
     def batches(rep: int) -> tuple[Iterator[int], Callable[[], Mapping[str, Any]]]:
         loader = _loader(ds, batch, order_of(kind, seed + rep), threads, device)
+        return endless(lambda: loader), loader.stats
+
+    return timed(batches, seconds)
+
+
+def ticktensor_wrapped(
+    ds: WindowDataset, batch: int, wrapper: str, seed: int, seconds: float
+) -> Callable[[int], Rep]:
+    """``ticktensor.DataLoader`` over ``ds`` as users wrap it, a fresh loader per repetition:
+    ``"subset"`` is 90% of it from ``torch.utils.data.random_split`` (shuffled), and
+    ``"distributed"`` is rank 0 of 2 of a shuffled ``DistributedSampler``. Both stay on the
+    fast path (the loader warns otherwise, and the bench fails on warnings it did not expect).
+    """
+    import torch
+    from torch.utils.data import DistributedSampler, random_split
+
+    def batches(rep: int) -> tuple[Iterator[int], Callable[[], Mapping[str, Any]]]:
+        if wrapper == "subset":
+            split = torch.Generator().manual_seed(seed + rep)
+            part, _ = random_split(ds, [0.9, 0.1], generator=split)
+            loader = DataLoader(part, batch_size=batch, shuffle=True, fast=FastOptions(seed=seed))
+        else:
+            sampler = DistributedSampler(ds, num_replicas=2, rank=0, shuffle=True, seed=seed + rep)
+            loader = DataLoader(ds, batch_size=batch, sampler=sampler)
+        if not loader.fast:
+            raise RuntimeError(f"the {wrapper} loader left the fast path")
         return endless(lambda: loader), loader.stats
 
     return timed(batches, seconds)

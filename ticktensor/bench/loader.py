@@ -12,7 +12,7 @@ from ticktensor.loaders import UniformOrder, WindowDataset
 from ticktensor.store import Codec, Store, StoreVersion
 
 from .baselines import MmapWindows, numpy_gather, threadpool_mmap, torch_loader
-from .engine import fresh_pass, get_batch_loop, open_dataset, ticktensor_loader
+from .engine import fresh_pass, get_batch_loop, open_dataset, ticktensor_loader, ticktensor_wrapped
 from .limits import chunk_payloads, decode_gbps, h2d_gbps, memcpy_gbps
 from .measure import Rep, Timing, summarize, timing_row, warm
 from .options import BenchOptions
@@ -73,6 +73,8 @@ def run_loader(
     )
     methods = {
         "ticktensor": ticktensor_loader(ds, b, o.order, w.seed, s, o.threads),
+        "ticktensor_subset": ticktensor_wrapped(ds, b, "subset", w.seed, s),
+        "ticktensor_distributed": ticktensor_wrapped(ds, b, "distributed", w.seed, s),
         "torch_mmap_w0": torch_loader(mmap, b, 0, w.seed, s),
         "torch_mmap_w2": torch_loader(mmap, b, 2, w.seed, s),
         "threadpool_mmap_copy": threadpool_mmap(ds, mmap, b, order, s, threads=o.threads),
@@ -97,6 +99,11 @@ def run_loader(
             f"codec {o.codec.value}, {o.order} order, {o.threads} threads",
         )
     )
+    for name, note in (
+        ("ticktensor_subset", "random_split(ds, [0.9, 0.1])[0], shuffle=True"),
+        ("ticktensor_distributed", "sampler=DistributedSampler(ds, 2, rank=0, shuffle=True)"),
+    ):
+        rows.append(timing_row(name, "loader", timings[name], sb, f"{note}; uniform order"))
     for name in ("torch_mmap_w0", "torch_mmap_w2"):
         workers = name[-1]
         rows.append(
