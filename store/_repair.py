@@ -48,7 +48,7 @@ def referenced_files(manifests: Iterable[Manifest]) -> set[str]:
     A version's files are its log entry (or format-1 manifest) and, if it has one, its
     checkpoint; a checkpoint of a version that was never published is debris.
     """
-    keep = set()
+    keep: set[str] = set()
     for m in manifests:
         keep.update((entry_path(m.version), checkpoint_path(m.version)))
         for seg in m.segments:
