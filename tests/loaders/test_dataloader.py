@@ -422,3 +422,46 @@ def test_the_iterator_names_the_samples_of_each_batch(dataset: WindowDataset) ->
         want_x, want_y = reference(dataset, idx)
         assert torch.equal(x, want_x)
         assert torch.equal(y, want_y)
+
+
+# -- the world is read when a pass starts -----------------------------------------------------
+
+
+def test_rank_and_world_are_read_when_a_pass_starts(
+    dataset: WindowDataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    ids = sample_ids(dataset)
+    loader = DataLoader(dataset, batch_size=8, shuffle=True)  # built before the launcher
+    assert (loader.rank, loader.world_size) == (0, 1)
+    whole = indices_of(list(loader), ids)
+    loader.set_epoch(0)
+    seen = []
+    for rank in (0, 1):  # Lightning's launcher: LOCAL_RANK, NODE_RANK and WORLD_SIZE
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        monkeypatch.setenv("NODE_RANK", "0")
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert len(loader) == -(-len(dataset) // 16)
+        seen.append(indices_of(list(loader), ids))
+        loader.set_epoch(0)
+    assert not set(seen[0]) & set(seen[1][: len(seen[1]) - 8])  # the last step pads
+    assert set(seen[0]) | set(seen[1]) == set(whole)
+    assert isinstance(loader.sampler, torch.utils.data.DistributedSampler)
+    assert (loader.sampler.rank, loader.sampler.num_replicas) == (1, 2)
+    monkeypatch.delenv("LOCAL_RANK")
+    with pytest.raises(ConfigError, match="WORLD_SIZE=2 but this process's rank is unknown"):
+        iter(loader)
+
+
+def test_concat_refuses_datasets_that_cannot_be_one(
+    version: StoreVersion, dataset: WindowDataset
+) -> None:
+    with pytest.raises(ConfigError, match=r"part 1 differs from part 0 in window \(4 vs 5\)"):
+        WindowDataset.concat([dataset, WindowDataset(version, WINDOW + 1)])
+    with pytest.warns(SlowPathWarning, match="ConcatDataset .* cannot be joined"):
+        loader = DataLoader(
+            torch.utils.data.ConcatDataset([dataset, WindowDataset(version, WINDOW + 1)]),
+            batch_size=4,
+        )
+    assert not loader.fast
