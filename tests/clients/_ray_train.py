@@ -65,7 +65,8 @@ def main() -> None:
     from ray.train.torch import TorchTrainer
 
     url, out = sys.argv[1], Path(sys.argv[2])
-    ray.init(num_cpus=2, include_dashboard=False)
+    # A Ray of our own ("local"), never a cluster someone else started on this machine.
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
     try:
         trainer = TorchTrainer(
             train_loop,

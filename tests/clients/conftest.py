@@ -26,8 +26,9 @@ WINDOW = 4
 ROWS = (36, 27, 10)  # 33 + 24 + 7 = 64 windows of WINDOW rows
 BATCH = 8
 ALL_IDS = frozenset(1000 * s + r for s, rows in enumerate(ROWS) for r in range(rows - WINDOW + 1))
-# What the launchers set; a child process must start without the parent's.
+# What the launchers set (and where Ray connects); a child process starts without them.
 _DIST_VARS = (
+    "RAY_ADDRESS",
     "RANK",
     "WORLD_SIZE",
     "LOCAL_RANK",

@@ -28,7 +28,8 @@ SEED = 13  # as in _ray_train.py
 def ray_run(store_url: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """Run ``_ray_train.py`` once; its output folder and its output."""
     out = tmp_path_factory.mktemp("ray-train")
-    output = run_script([sys.executable, str(HERE / "_ray_train.py"), store_url, str(out)])
+    script = [sys.executable, str(HERE / "_ray_train.py"), store_url, str(out)]
+    output = run_script(script, timeout=240)  # Ray starts in about 35 s on 2 busy cores
     return out, output
 
 
