@@ -4,7 +4,7 @@ Lightning stops a pass after ``len(loader)`` batches without asking for one more
 two validation batches before training (the sanity check), calls
 ``loader.sampler.set_epoch(epoch)`` at the start of every epoch and saves the state of
 loaders that have ``state_dict``. What the model sees is recorded by sample id (see
-``conftest``) and compared with what a plain loop over the same loader yields.
+``conftest``) and compared with what a plain loop over an identical loader yields.
 """
 
 from __future__ import annotations
