@@ -1,4 +1,4 @@
-"""Structured fuzzing of manifests: any field replaced by any JSON value.
+"""Structured fuzzing of manifests and log entries: any field replaced by any JSON value.
 
 Byte-level mutation mostly breaks the JSON syntax; here the document stays valid JSON
 and one field (anywhere in the tree) gets a value of another type or shape. The parser
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from ticktensor.errors import FormatVersionError, StoreCorruptError
 from ticktensor.store import FeatureStats, Manifest, Store
+from ticktensor.store._log import LogEntry
 
 JSON = st.recursive(
     st.none()
@@ -86,3 +87,50 @@ def test_any_field_with_any_value(manifest_doc: dict[str, Any], data: st.DataObj
     except (StoreCorruptError, FormatVersionError):
         return
     assert Manifest.from_json(parsed.to_json(), "again.json") == parsed
+
+
+@pytest.fixture(scope="module")
+def entry_doc() -> dict[str, Any]:
+    """A log entry with every field filled: added and removed records and a checkpoint."""
+    store = Store.create("memory://tt-log-entry-fields", exist_ok=True, checkpoint_every=2)
+    ts = np.arange(20, dtype=np.int64)
+    import pyarrow as pa
+
+    for fill in (1.0, 2.0):
+        seg = store.write_segment(
+            symbol="A",
+            session="d",
+            ts=ts,
+            values=np.full((20, 2), fill, np.float32),
+            feature_names=["x", "y"],
+        )
+        table = store.write_table(
+            kind="trades", symbol="A", session="d", table=pa.table({"ts_event": ts + int(fill)})
+        )
+        stats = FeatureStats(("x", "y"), (0.0, fill), (1.0, 2.0), 20, (0, 100))
+        v = store.commit(segments=[seg], tables=[table], stats=stats, replace=True)
+    doc: dict[str, Any] = json.loads(store.location.read_bytes(f"versions/{v.version:08d}.json"))
+    assert doc["removed_segments"]
+    assert doc["removed_tables"]
+    assert doc["checkpoint"] is not None
+    return doc
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_any_log_entry_field_with_any_value(entry_doc: dict[str, Any], data: st.DataObject) -> None:
+    doc = json.loads(json.dumps(entry_doc))
+    path = data.draw(st.sampled_from(_paths(doc)))
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    if data.draw(st.booleans()) and isinstance(parent, dict):
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = data.draw(JSON)
+    raw = json.dumps(doc).encode()
+    try:
+        parsed = LogEntry.from_json(raw, "fuzz.json")
+    except (StoreCorruptError, FormatVersionError):
+        return
+    assert LogEntry.from_json(parsed.to_json(), "again.json") == parsed

@@ -6,11 +6,14 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ticktensor.cli import main
 from ticktensor.errors import ConfigError, StoreCorruptError, VersionConflictError
@@ -234,3 +237,34 @@ def test_checkpoint_every_must_be_positive(tmp_path: Path) -> None:
     )
     with pytest.raises(StoreCorruptError, match="checkpoint_every must be a positive integer"):
         Store.open(store.url)
+
+
+STEP = st.lists(st.tuples(st.sampled_from("ABC"), st.integers(0, 2), st.integers(0, 2)), max_size=4)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(every=st.integers(1, 4), steps=st.lists(STEP, min_size=1, max_size=9))
+def test_every_version_equals_a_model_of_the_commits(
+    every: int, steps: list[list[tuple[str, int, int]]]
+) -> None:
+    """Commits with replace=True against a dict model; every version read back cold."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store.create(f"{tmp}/s", layout=Layout(chunk_rows=8), checkpoint_every=every)
+        model: dict[tuple[str, str], str] = {}
+        expected = [dict(model)]
+        for step in steps:
+            records = []
+            for symbol, day, seed in step:
+                rec = write_series(store, make_series(symbol, day, rows=3, seed=seed))
+                records.append(rec)
+            version = store.commit(segments=records, replace=True).version
+            model |= {rec.key: rec.content_hash for rec in records}
+            if model != expected[-1]:
+                expected.append(dict(model))
+            assert version == len(expected) - 1
+        shutil.copytree(f"{tmp}/s", f"{tmp}/cold")  # another URL: nothing cached
+        cold = Store.open(f"{tmp}/cold")
+        for version, state in enumerate(expected):
+            got = {s.key: s.content_hash for s in cold.version(version).segments}
+            assert got == state, version
+        cold.verify()
