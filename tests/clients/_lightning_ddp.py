@@ -1,11 +1,14 @@
 """Lightning DDP on the CPU (2 processes, gloo) over a ticktensor loader.
 
 Usage: ``python _lightning_ddp.py STORE OUT``. Lightning starts rank 1 by running this
-script again. Two fits, one after the other in the same processes:
+script again. Three fits, one after the other in the same processes:
 
 - ``datamodule``: the loader is built in ``LightningDataModule.train_dataloader()``;
 - ``before_fit``: the loader is built first thing in the script (before Lightning has
-  set any environment variable or process group) and passed to ``fit``.
+  set any environment variable or process group) and passed to ``fit``; a checkpoint
+  is saved after batch ``RESUME_AFTER`` of epoch 1 (rank 0 writes it, with rank 0's
+  loader state);
+- ``resumed``: a new loader and model continue from that checkpoint.
 
 Each rank writes the ids it trained on, one per line, to
 ``OUT/{MODE}/epoch{E}-rank{R}.txt``. Run by ``test_lightning.py``.
@@ -27,6 +30,7 @@ from ticktensor.loaders import FastOptions, WindowDataset
 from ticktensor.store import open_store
 
 WINDOW, BATCH, EPOCHS = 4, 8, 2
+RESUME_AFTER = 1  # batch index in epoch 1 after which the checkpoint is saved
 
 
 def loader(url: str) -> DataLoader:
@@ -57,6 +61,17 @@ class Recorder(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
+class SaveAt(pl.Callback):
+    """Save a checkpoint after batch ``RESUME_AFTER`` of epoch 1 (every rank calls it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *_: object) -> None:
+        if trainer.current_epoch == 1 and trainer.fit_loop.batch_idx == RESUME_AFTER:
+            trainer.save_checkpoint(self.path)
+
+
 class Windows(pl.LightningDataModule):
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -74,13 +89,19 @@ def main() -> None:
     warnings.filterwarnings(
         "ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning
     )
+    # Lightning's notice when a checkpoint was taken mid-epoch; the loader's state is exact.
+    warnings.filterwarnings(
+        "ignore", "You're resuming from a checkpoint that ended before the epoch ended"
+    )
     url, out = sys.argv[1], Path(sys.argv[2])
     early = loader(url)
     fit(Recorder(out / "datamodule"), datamodule=Windows(url))
-    fit(Recorder(out / "before_fit"), train_dataloaders=early)
+    ckpt = out / "mid.ckpt"
+    fit(Recorder(out / "before_fit"), [SaveAt(ckpt)], train_dataloaders=early)
+    fit(Recorder(out / "resumed"), train_dataloaders=loader(url), ckpt_path=str(ckpt))
 
 
-def fit(model: Recorder, **data: object) -> None:
+def fit(model: Recorder, callbacks: list[pl.Callback] | None = None, **data: object) -> None:
     model.out.mkdir(exist_ok=True)
     trainer = pl.Trainer(
         accelerator="cpu",
@@ -93,6 +114,7 @@ def fit(model: Recorder, **data: object) -> None:
         enable_checkpointing=False,
         logger=False,
         log_every_n_steps=1,
+        callbacks=callbacks,
     )
     trainer.fit(model, **data)
 

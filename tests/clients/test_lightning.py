@@ -178,7 +178,7 @@ def test_mid_epoch_checkpoint_resumes_exactly(
 
 @pytest.fixture(scope="module")
 def ddp_run(store_url: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Run ``_lightning_ddp.py`` once (both modes); its output folder."""
+    """Run ``_lightning_ddp.py`` once (all its fits); its output folder."""
     out = tmp_path_factory.mktemp("lightning-ddp")
     run_script([sys.executable, str(HERE / "_lightning_ddp.py"), store_url, str(out)])
     return out
@@ -195,3 +195,13 @@ def test_ddp_ranks_get_disjoint_complete_shards(ddp_run: Path, mode: str) -> Non
         assert set(r0) | set(r1) == ALL_IDS
         orders.append(r0)
     assert orders[0] != orders[1], "epoch 1 repeats epoch 0's order"
+
+
+@pytest.mark.slow
+def test_ddp_resumes_every_rank_from_rank_zeros_checkpoint(ddp_run: Path) -> None:
+    # The checkpoint holds rank 0's loader state; both ranks continue after batch 1.
+    rest = (1 + 1) * BATCH
+    for rank in range(2):
+        whole = read_ids(ddp_run / "before_fit" / f"epoch1-rank{rank}.txt")
+        resumed = read_ids(ddp_run / "resumed" / f"epoch1-rank{rank}.txt")
+        assert resumed == whole[rest:], rank
