@@ -172,6 +172,11 @@ class Store:
         return self._layout
 
     @property
+    def format_version(self) -> int:
+        """The format of the latest version (1 for a store no format-2 writer appended to)."""
+        return int(self._read_pointer().get("format_version") or 1)
+
+    @property
     def checkpoint_every(self) -> int:
         """Versions between two checkpoints of the full state."""
         return self._checkpoint_every

@@ -39,6 +39,7 @@ def test_reads_format_v1_fixture(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "store-v1", url)
     store = Store.open(url)
     assert store.latest_version() == 2
+    assert store.format_version == 1
     v = open_store(url)
     assert v.symbols == ("AAA", "B/B")
     assert v.feature_names == ("f0", "f1", "f2")
@@ -76,6 +77,7 @@ def test_reads_format_v2_fixture(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "store-v2", url)
     store = Store.open(url)
     assert store.latest_version() == 3
+    assert store.format_version == 2
     assert store.checkpoint_every == 2
     assert [m.message for m in store.versions()] == [
         "create store",
@@ -135,6 +137,7 @@ def test_a_format_v1_store_appended_by_this_version(tmp_path: Path) -> None:
     assert json.loads((url / "versions/00000003.json").read_text())["format"] == "ticktensor.log"
     assert (url / "versions/00000010.checkpoint.json").is_file()
     reopened = Store.open(str(url))
+    assert (store.format_version, reopened.format_version) == (2, 2)
     for version in range(11):
         reopened.verify(version)
     assert [s.session for s in reopened.version(9).segments if s.symbol == "AAA"] == [

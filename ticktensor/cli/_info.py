@@ -28,7 +28,7 @@ def store_info(store: Store, version: int | None = None) -> dict[str, Any]:
     codecs = sorted({str(s.layout["codec"]) for s in segs})
     return {
         "url": store.url,
-        "format_version": 1,
+        "format_version": store.format_version,
         "version": v.version,
         "latest_version": store.latest_version(),
         "created": v.manifest.created,
