@@ -45,6 +45,10 @@ _LEGACY = (
 )
 
 
+# torch attributes that are properties here, also kept in the instance dict (see _mirror).
+_MIRRORED = ("sampler", "batch_sampler", "collate_fn", "multiprocessing_context")
+
+
 class DataLoader(Iterable[Any]):
     """``torch.utils.data.DataLoader`` with a fast path for window datasets.
 
@@ -201,10 +205,11 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
                 warnings.warn(path.message(), SlowPathWarning, stacklevel=3)
             self._torch: torch.utils.data.DataLoader[Any] | None = torch_loader
             self._path: FastPath | None = None
-            return
-        self._torch = None
-        self._path = path
-        self._setup_fast(path, fast or FastOptions(), announce=announce)
+        else:
+            self._torch = None
+            self._path = path
+            self._setup_fast(path, fast or FastOptions(), announce=announce)
+        self._mirror_attributes()
 
     def _setup_fast(self, path: FastPath, options: FastOptions, *, announce: bool) -> None:
         args = self._args
@@ -261,31 +266,46 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         """torch's ``sampler``: the one given, else one that yields this rank's indices of
         the next pass (a ``DistributedSampler`` when the world has more than one rank)."""
         if self._torch is not None:
-            return self._torch.sampler
+            return self._mirror("sampler", self._torch.sampler)
         given = self._args["sampler"]
-        return given if given is not None else self._pass_samplers()[0]
+        return self._mirror("sampler", given if given is not None else self._pass_samplers()[0])
 
     @property
     def batch_sampler(self) -> Any:
         """torch's ``batch_sampler``: this rank's index lists of the next pass, in order."""
         if self._torch is not None:
-            return self._torch.batch_sampler
-        return self._pass_samplers()[1]
+            return self._mirror("batch_sampler", self._torch.batch_sampler)
+        return self._mirror("batch_sampler", self._pass_samplers()[1])
 
     @property
     def collate_fn(self) -> Any:
         """torch's ``collate_fn`` (the fast path's batches are what ``default_collate``
         makes of the samples)."""
         if self._torch is not None:
-            return self._torch.collate_fn
-        return self._args["collate_fn"] or default_collate
+            return self._mirror("collate_fn", self._torch.collate_fn)
+        return self._mirror("collate_fn", self._args["collate_fn"] or default_collate)
 
     @property
     def multiprocessing_context(self) -> Any:
         """torch's ``multiprocessing_context``."""
         if self._torch is not None:
-            return self._torch.multiprocessing_context
-        return self._args["multiprocessing_context"]
+            return self._mirror("multiprocessing_context", self._torch.multiprocessing_context)
+        return self._mirror("multiprocessing_context", self._args["multiprocessing_context"])
+
+    def _mirror(self, name: str, value: Any) -> Any:
+        """Keep ``value`` in the instance dict too: wrappers that copy a torch loader's
+        ``__dict__`` (Ray Train's ``prepare_data_loader``) then find torch's attributes.
+        The properties above always recompute; the copy is what was read last."""
+        self.__dict__[name] = value
+        return value
+
+    def _mirror_attributes(self) -> None:
+        """Fill the mirrored attributes now, where the world can be told."""
+        try:
+            for name in _MIRRORED:
+                getattr(self, name)
+        except ConfigError:  # e.g. WORLD_SIZE set and no rank yet: filled on use
+            pass
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes not set here: the rest of torch's loader's.
