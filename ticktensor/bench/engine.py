@@ -128,7 +128,9 @@ def ticktensor_wrapped(
             part, _ = random_split(ds, [0.9, 0.1], generator=split)
             loader = DataLoader(part, batch_size=batch, shuffle=True, fast=FastOptions(seed=seed))
         else:
-            sampler = DistributedSampler(ds, num_replicas=2, rank=0, shuffle=True, seed=seed + rep)
+            sampler: DistributedSampler[Any] = DistributedSampler(
+                ds, num_replicas=2, rank=0, shuffle=True, seed=seed + rep
+            )
             loader = DataLoader(ds, batch_size=batch, sampler=sampler)
         if not loader.fast:
             raise RuntimeError(f"the {wrapper} loader left the fast path")
