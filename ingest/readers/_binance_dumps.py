@@ -4,7 +4,8 @@ A dump is named ``SYMBOL-KIND-YYYY-MM[-DD].csv`` (``BTCUSDT-trades-2024-08-08.cs
 ``BTCUSDT-1m-2024-08-08.csv`` for klines). Spot files have no header; futures files
 have one; the layouts below are Binance's documented column lists, told apart by the
 number of fields (spot files add ``is_best_match``). The generic CSV reader does the
-reading, with the layout as its column mapping, so rejects and row numbers are the same.
+reading, with the layout as its column mapping, so rejects and row numbers are the same;
+``bookDepth`` snapshots have their own reader (:mod:`._binance_depth`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ticktensor.ingest._sources import Input
 from ticktensor.schemas import EventKind
 
 from ._base import EventBatch, Inference, ReadOptions
+from ._binance_depth import read_book_depth
 from .csv import CsvReader
 
 __all__ = ["DUMP_NAME", "Layout", "layout_of", "read_dump"]
@@ -82,6 +84,10 @@ LAYOUTS: tuple[Layout, ...] = (
     ),
     Layout("klines", EventKind.OHLCV, "spot or futures", _KLINE_COLUMNS, _KLINE),
     Layout(
+        "bookDepth", EventKind.MBP10, "futures",
+        ("timestamp", "percentage", "depth", "notional"), {"ts_event": "timestamp"},
+    ),
+    Layout(
         "bookTicker", EventKind.QUOTES, "futures",
         ("update_id", "best_bid_price", "best_bid_qty", "best_ask_price", "best_ask_qty",
          "transaction_time", "event_time"),
@@ -100,8 +106,7 @@ def layout_of(name: str, first_line: str) -> tuple[Layout, bool]:
     Raises
     ------
     ConfigError
-        For a name that is not a dump's, a kind without a canonical schema (bookDepth),
-        or a field count no layout of that kind has.
+        For a name that is not a dump's, or a field count no layout of that kind has.
     """
     match = DUMP_NAME.match(name.rsplit("/", 1)[-1])
     if match is None:
@@ -111,13 +116,9 @@ def layout_of(name: str, first_line: str) -> tuple[Layout, bool]:
         )
     dump = match["kind"] if not match["kind"][0].isdigit() else "klines"
     fields = [f.strip() for f in first_line.strip().split(",")]
-    header = bool(fields) and not fields[0].lstrip("-").replace(".", "", 1).isdigit()
+    # Data lines start with an id or a time (digits); header lines with a column name.
+    header = bool(fields) and not fields[0][:1].isdigit()
     candidates = [layout for layout in LAYOUTS if layout.dump == dump]
-    if not candidates:
-        raise ConfigError(
-            f"{name}: Binance {dump} dumps (depth by percentage band around the mid) have no "
-            "canonical ticktensor schema; supported dumps: trades, aggTrades, bookTicker, klines"
-        )
     for layout in candidates:
         if len(layout.columns) == len(fields):
             return layout, header
@@ -145,6 +146,9 @@ def read_dump(source: Input, options: ReadOptions) -> Iterator[EventBatch]:
     }
     match = DUMP_NAME.match(source.name.rsplit("/", 1)[-1])
     symbol = options.symbol or (match["symbol"].upper() if match else None)
+    if layout.dump == "bookDepth":
+        yield from read_book_depth(source, options, symbol or "", header)
+        return
     fmt = replace(options.csv, header=header, columns=columns, side_map=_SIDES, delimiter=",")
     read = replace(options, kind=layout.kind, symbol=symbol, csv=fmt)
     what = f"binance {layout.market} {layout.dump} dump ({len(layout.columns)} columns, " + (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -324,12 +325,6 @@ def test_klines_take_the_interval_from_the_name(tmp_path: Path) -> None:
 
 
 def test_dump_errors_name_the_file_and_layouts(tmp_path: Path) -> None:
-    depth = tmp_path / "BTCUSDT-bookDepth-2023-01-15.csv"
-    depth.write_text(
-        "timestamp,percentage,depth,notional\n2023-01-15 23:57:03,-5,529798.0,11864400.157\n"
-    )
-    with pytest.raises(ConfigError, match=r"bookDepth dumps .* no canonical ticktensor schema"):
-        read(depth)
     odd = tmp_path / "BTCUSDT-trades-2024-08-08.csv"
     odd.write_text("1,2,3\n")
     with pytest.raises(ConfigError, match="trades dump has 6 or 7 fields per line, this one 3"):
@@ -337,6 +332,69 @@ def test_dump_errors_name_the_file_and_layouts(tmp_path: Path) -> None:
     odd.write_text(SPOT_TRADES)
     with pytest.raises(ConfigError, match="requested kind 'quotes'"):
         read(odd, kind="quotes")
+
+
+def book_depth_lines(snapshots: int, bands: tuple[float, ...]) -> list[str]:
+    """Consistent bands: a book of one unit per 0.01 % step, price 100 at the mid."""
+    lines = []
+    for k in range(snapshots):
+        stamp = f"2023-01-15 23:{k // 2:02d}:{(k % 2) * 30:02d}"
+        for pct in bands:
+            steps = np.arange(1, int(abs(pct) * 100) + 1) / 10_000
+            prices = 100 * (1 + np.sign(pct) * steps) * (1 + k / 1000)
+            lines.append(f"{stamp},{pct:g},{len(steps)},{prices.sum():.6f}")
+    return lines
+
+
+@pytest.mark.parametrize(("header", "batch_rows"), [(True, 1 << 20), (False, 5)])
+def test_book_depth_snapshots_against_a_plain_grouping(
+    tmp_path: Path, header: bool, batch_rows: int
+) -> None:
+    bands = (-5.0, -4.0, -3.0, -2.0, -1.0, -0.2, 0.2, 1.0, 2.0, 3.0, 4.0, 5.0)
+    lines = book_depth_lines(4, bands)
+    lines.insert(13, "not a time,1,2,3")  # line 14: a reject, inside the second snapshot
+    path = tmp_path / "BTCUSDT-bookDepth-2023-01-15.csv"
+    head = "timestamp,percentage,depth,notional\n" if header else ""
+    path.write_text(head + "\n".join(lines) + "\n")
+    batches = read(path, batch_rows=batch_rows)
+    table = pa.concat_tables([b.table for b in batches])
+    rows = np.concatenate([b.rows for b in batches]).tolist()
+    rejects = rejects_of(batches)
+    assert rows == [1, 13, 26, 38]  # each snapshot's first line
+    assert rejects.column("row").to_pylist() == [14]
+    grouped: dict[str, dict[float, tuple[float, float]]] = {}
+    for stamp, pct, depth, notional in (line.split(",") for line in lines if line[0] == "2"):
+        grouped.setdefault(stamp, {})[float(pct)] = (float(depth), float(notional))
+    for i, (stamp, snapshot) in enumerate(grouped.items()):
+        bids = sorted((p for p in snapshot if p < 0), reverse=True)
+        asks = sorted(p for p in snapshot if p > 0)
+        for side, pcts in (("bid", bids), ("ask", asks)):
+            for level in range(10):
+                px = table.column(f"{side}_px_{level:02d}")[i].as_py()
+                sz = table.column(f"{side}_sz_{level:02d}")[i].as_py()
+                if level >= len(pcts):
+                    assert (px, sz) == (None, None)
+                    continue
+                depth, notional = snapshot[pcts[level]]
+                assert sz == depth
+                assert px == pytest.approx(notional / depth, rel=1e-12)
+        ts = table.column("ts_event").cast(pa.int64())[i].as_py()
+        assert ts == int(datetime.fromisoformat(stamp + "+00:00").timestamp()) * 10**9
+    assert set(table.column("action").to_pylist()) == {"R"}
+    result = ingest([str(path)], str(tmp_path / "store"), IngestOptions(), progress=False)
+    [report] = result.files
+    # a row is a snapshot; the validator finds the bands consistent (level order, no cross)
+    assert (report.rows_read, report.rows_stored, report.rows_quarantined) == (5, 4, 1)
+
+
+def test_book_depth_past_ten_bands_rejects_the_farthest(tmp_path: Path) -> None:
+    bands = tuple(-float(k) for k in range(1, 13))
+    path = tmp_path / "BTCUSDT-bookDepth-2023-01-16.csv"
+    path.write_text("\n".join(book_depth_lines(1, bands)) + "\n")
+    [batch] = read(path)
+    assert batch.rejects.column("value").to_pylist() == ["-11", "-12"]
+    assert set(batch.rejects.column("rule").to_pylist()) == {"depth_levels"}
+    assert batch.table.column("bid_sz_09").to_pylist() == [1000.0]
 
 
 def test_ingest_of_the_real_capture_adds_up(tmp_path: Path) -> None:
