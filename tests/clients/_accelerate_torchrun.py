@@ -3,10 +3,13 @@
 Usage: ``torchrun --standalone --nproc-per-node=2 _accelerate_torchrun.py STORE OUT``.
 The loader is built before the ``Accelerator`` (the process group does not exist yet;
 torchrun's ``RANK``/``WORLD_SIZE`` do) and goes through ``prepare()`` with the model.
-Each rank writes the ids it trained on, one per line, to ``OUT/epoch{E}-rank{R}.txt``;
-then, for epoch 2, the ids of ``accelerator.skip_first_batches(loader, 1)`` to
-``OUT/skip1-rank{R}.txt`` and those of the loader's own pass to ``OUT/epoch2-rank{R}.txt``.
-Run by ``test_accelerate.py``.
+Each rank writes the ids it trained on, one per line, to ``OUT/epoch{E}-rank{R}.txt``
+(epochs 0 and 1); then, for epoch 2, the ids of ``accelerator.skip_first_batches(loader,
+1)`` to ``OUT/skip1-rank{R}.txt`` and those of the loader's own pass to
+``OUT/epoch2-rank{R}.txt``. What is wrong with the torch views of the loader
+(``sampler``, ``len``, ``skip_first_batches``) goes to ``OUT/views-rank{R}.txt``, and the
+script carries on, so that the shards are checked either way. Run by
+``test_accelerate.py``.
 """
 
 from __future__ import annotations
@@ -42,10 +45,7 @@ def main() -> None:
     model, optimizer, prepared = accelerator.prepare(model, optimizer, loader)
     assert prepared is loader
     rank = accelerator.process_index
-    sampler = loader.sampler
-    assert isinstance(sampler, DistributedSampler), type(sampler)
-    assert (sampler.rank, sampler.num_replicas) == (rank, 2), (sampler.rank, sampler.num_replicas)
-    assert len(loader) == 4, len(loader)  # 64 samples, 8 per batch, 2 ranks
+    problems = views(loader, rank)
     for epoch in range(EPOCHS):
         seen: list[int] = []
         for x, y in prepared:
@@ -55,12 +55,31 @@ def main() -> None:
             optimizer.step()
             optimizer.zero_grad()
         write(out / f"epoch{epoch}-rank{rank}.txt", seen)
-    write(
-        out / f"skip1-rank{rank}.txt",
-        [i for x, _ in accelerator.skip_first_batches(loader, 1) for i in ids(x)],
-    )
+    try:
+        skipped = [i for x, _ in accelerator.skip_first_batches(loader, 1) for i in ids(x)]
+    except Exception as exc:  # reported to the test, which fails on it
+        problems.append(f"skip_first_batches: {type(exc).__name__}: {exc}")
+        skipped = []
+    write(out / f"skip1-rank{rank}.txt", skipped)
     write(out / f"epoch{EPOCHS}-rank{rank}.txt", [i for x, _ in loader for i in ids(x)])
+    (out / f"views-rank{rank}.txt").write_text("".join(f"{p}\n" for p in problems))
     accelerator.end_training()
+
+
+def views(loader: DataLoader, rank: int) -> list[str]:
+    """What is wrong with torch's view of the loader on this rank (nothing, we hope)."""
+    problems = []
+    if len(loader) != 4:  # 64 samples, 8 per batch, 2 ranks
+        problems.append(f"len(loader) = {len(loader)}, expected 4")
+    try:
+        sampler = loader.sampler
+    except AttributeError as exc:
+        return [*problems, f"sampler: AttributeError: {exc}"]
+    if not isinstance(sampler, DistributedSampler):
+        problems.append(f"sampler is a {type(sampler).__name__}, not a DistributedSampler")
+    elif (sampler.rank, sampler.num_replicas) != (rank, 2):
+        problems.append(f"sampler: rank {sampler.rank} of {sampler.num_replicas}")
+    return problems
 
 
 def ids(x: torch.Tensor) -> list[int]:

@@ -88,10 +88,10 @@ def test_save_state_and_load_state_resume_mid_epoch(
     assert sorted(i for b in before + after for i in b) == sorted(ALL_IDS)
 
 
-@pytest.mark.slow
-def test_torchrun_two_processes_get_disjoint_complete_shards(
-    store_url: str, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def torchrun_run(store_url: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run ``_accelerate_torchrun.py`` under torchrun with 2 processes; its output folder."""
+    out = tmp_path_factory.mktemp("accelerate-torchrun")
     run_script(
         [
             sys.executable,
@@ -102,17 +102,29 @@ def test_torchrun_two_processes_get_disjoint_complete_shards(
             "--monitor-interval=0.5",
             str(HERE / "_accelerate_torchrun.py"),
             store_url,
-            str(tmp_path),
+            str(out),
         ]
     )
+    return out
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_get_disjoint_complete_shards(torchrun_run: Path) -> None:
     orders = []
     for epoch in range(3):
-        r0, r1 = (read_ids(tmp_path / f"epoch{epoch}-rank{r}.txt") for r in range(2))
+        r0, r1 = (read_ids(torchrun_run / f"epoch{epoch}-rank{r}.txt") for r in range(2))
         assert (len(r0), len(r1)) == (len(ALL_IDS) // 2,) * 2, epoch
         assert not set(r0) & set(r1), f"epoch {epoch}: the ranks share samples"
         assert set(r0) | set(r1) == ALL_IDS
         orders.append(r0)
     assert len({tuple(o) for o in orders}) == 3, "an epoch repeats another's order"
-    for rank in range(2):  # skip_first_batches on this rank's pass of epoch 2
-        skipped = read_ids(tmp_path / f"skip1-rank{rank}.txt")
-        assert skipped == read_ids(tmp_path / f"epoch2-rank{rank}.txt")[BATCH:], rank
+
+
+@pytest.mark.slow
+def test_torchrun_torch_views_of_a_rank(torchrun_run: Path) -> None:
+    """``sampler`` is a ``DistributedSampler`` of this rank, ``len`` is per rank, and
+    ``skip_first_batches`` skips within this rank's pass."""
+    for rank in range(2):
+        assert (torchrun_run / f"views-rank{rank}.txt").read_text() == "", rank
+        skipped = read_ids(torchrun_run / f"skip1-rank{rank}.txt")
+        assert skipped == read_ids(torchrun_run / f"epoch2-rank{rank}.txt")[BATCH:], rank

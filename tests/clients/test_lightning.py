@@ -200,6 +200,7 @@ def test_ddp_ranks_get_disjoint_complete_shards(ddp_run: Path, mode: str) -> Non
 @pytest.mark.slow
 def test_ddp_resumes_every_rank_from_rank_zeros_checkpoint(ddp_run: Path) -> None:
     # The checkpoint holds rank 0's loader state; both ranks continue after batch 1.
+    assert (ddp_run / "mid.ckpt").exists(), "no checkpoint: epoch 1 had no batch 1"
     rest = (1 + 1) * BATCH
     for rank in range(2):
         whole = read_ids(ddp_run / "before_fit" / f"epoch1-rank{rank}.txt")
