@@ -88,8 +88,12 @@ def read_state(
     *,
     vouched_by: str = "latest.json",
     cache: StateCache = CACHE,
+    known: VersionState | None = None,
 ) -> VersionState:
     """The state of ``version``; its file's hash must be ``expected_sha256`` when given.
+
+    The walk back stops early at a state in ``cache`` or at ``known`` (a state the
+    caller read before) when the file there has the exact bytes it was built from.
 
     Raises :class:`StoreCorruptError` naming the file for anything missing, malformed
     or not matching the hash its child (or ``vouched_by``) recorded.
@@ -106,9 +110,10 @@ def read_state(
         digest = sha256_hex(data)
         if expected is not None:
             _check_hash(location, rel, digest, expected, by)
-        known = cache.get(location.url, v, digest)
-        if known is not None:  # e.g. the version a Store handle read before this commit
-            base = known
+        hit = known if known is not None and (known.version, known.sha256) == (v, digest) else None
+        hit = hit or cache.get(location.url, v, digest)
+        if hit is not None:  # e.g. the version a Store handle read before this commit
+            base = hit
             break
         where = location.display(rel)
         doc = load_json(data, where, "version file")

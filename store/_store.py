@@ -81,6 +81,7 @@ class Store:
         self._location = location
         self._layout = layout
         self._checkpoint_every = _checkpoint_every(checkpoint_every, "checkpoint_every")
+        self._latest_state: VersionState | None = None  # the newest state this handle read
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -195,6 +196,8 @@ class Store:
         and at most ``checkpoint_every`` log entries; the latest state is kept, so
         opening it again costs one read of ``latest.json``.
         """
+        if version is None:
+            return StoreVersion.of_state(self._location, self._latest())
         return StoreVersion.of_state(self._location, self._pin(version))
 
     def _pin(
@@ -244,8 +247,21 @@ class Store:
         return dict(pointer)
 
     def _latest(self) -> VersionState:
-        """The latest state: after the first call, one read of ``latest.json``."""
-        return self._pin(None)
+        """The latest state: once this handle has read it, one read of ``latest.json``.
+
+        Kept per handle (time travel to old versions cannot evict it) and shared
+        through the process cache; a newer pointer costs the entries since.
+        """
+        return self._state_at(self._read_pointer())
+
+    def _state_at(self, pointer: Mapping[str, Any]) -> VersionState:
+        """The state ``pointer`` names, resuming from the newest one this handle read."""
+        known = self._latest_state
+        version, digest = int(pointer["version"]), str(pointer["sha256"])
+        if known is None or known.version != version or known.sha256 != digest:
+            known = read_state(self._location, version, digest, known=known)
+            self._latest_state = known
+        return known
 
     # -- writing -----------------------------------------------------------------------
 
@@ -356,7 +372,7 @@ class Store:
                     f"{self._location.display('')}: commit based on version {base_version} "
                     f"but the latest is {latest}; reopen and redo the change"
                 )
-            base = read_state(self._location, latest, str(pointer["sha256"]))
+            base = self._state_at(pointer)
             changes = base.changes(segments, tables, replace=replace)
             new_attrs = {**base.info.attributes, **(attributes or {})}
             new_stats = stats if stats is not None else base.info.stats
@@ -395,6 +411,7 @@ class Store:
             self._location.write_atomic(POINTER_FILE, _pointer(entry.version, digest))
             state = state.vouched_by(digest)
             CACHE.put(self._location.url, state)
+            self._latest_state = state
         return StoreVersion.of_state(self._location, state)
 
     def _write_checkpoint(self, entry: LogEntry, state: VersionState) -> LogEntry:

@@ -188,8 +188,10 @@ def test_checkpoint_paths_must_stay_inside_the_store(tmp_path: Path) -> None:
 
 
 def test_write_segment_reads_no_version_file_once_the_latest_is_known(tmp_path: Path) -> None:
-    store = _grow(str(tmp_path / "s"), 3, every=10)
+    store = _grow(str(tmp_path / "s"), 7, every=10)
     published = store.version().segment("S000", "2024-01-04")
+    for version in range(7):  # time travel: more old states than the process keeps
+        store.version(version)
     hidden = tmp_path / "versions-away"
     os.rename(tmp_path / "s" / "versions", hidden)
     try:
@@ -198,7 +200,7 @@ def test_write_segment_reads_no_version_file_once_the_latest_is_known(tmp_path: 
         fresh = write_series(store, make_series("S001", 2, rows=40))
     finally:
         os.rename(hidden, tmp_path / "s" / "versions")
-    assert store.commit(segments=[fresh]).version == 4
+    assert store.commit(segments=[fresh]).version == 8
 
 
 def test_a_handle_sees_commits_of_another(tmp_path: Path) -> None:
