@@ -4,12 +4,13 @@ Usage: ``torchrun --standalone --nproc-per-node=2 _accelerate_torchrun.py STORE 
 The loader is built before the ``Accelerator`` (the process group does not exist yet;
 torchrun's ``RANK``/``WORLD_SIZE`` do) and goes through ``prepare()`` with the model.
 Each rank writes the ids it trained on, one per line, to ``OUT/epoch{E}-rank{R}.txt``
-(epochs 0 and 1); then, for epoch 2, the ids of ``accelerator.skip_first_batches(loader,
-1)`` to ``OUT/skip1-rank{R}.txt`` and those of the loader's own pass to
-``OUT/epoch2-rank{R}.txt``. What is wrong with the torch views of the loader
-(``sampler``, ``len``, ``skip_first_batches``) goes to ``OUT/views-rank{R}.txt``, and the
-script carries on, so that the shards are checked either way. Run by
-``test_accelerate.py``.
+(epochs 0 and 1, each started with ``loader.sampler.set_epoch(epoch)`` as torch's
+``DistributedSampler`` users do); then, for epoch 2, the ids of
+``accelerator.skip_first_batches(loader, 1)`` to ``OUT/skip1-rank{R}.txt`` and those of
+the loader's own pass to ``OUT/epoch2-rank{R}.txt``. What is wrong with the torch views
+of the loader (``sampler``, ``len``, ``skip_first_batches``) goes to
+``OUT/views-rank{R}.txt``, and the script carries on, so that the shards are checked
+either way. Run by ``test_accelerate.py``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ def main() -> None:
     rank = accelerator.process_index
     problems = views(loader, rank)
     for epoch in range(EPOCHS):
+        try:  # torch's DDP habit, kept by people who move to accelerate
+            loader.sampler.set_epoch(epoch)
+        except Exception as exc:  # reported to the test, which fails on it
+            problems.append(f"sampler.set_epoch({epoch}): {type(exc).__name__}: {exc}")
         seen: list[int] = []
         for x, y in prepared:
             seen += ids(x)
