@@ -107,7 +107,8 @@ def test_ohlcv_schema_has_no_recv_time() -> None:
         ("symbol", pa.string(), False),
         ("venue", pa.string(), True),
         ("interval_ns", pa.int64(), False),
-        *[(n, pa.float64(), False) for n in ("open", "high", "low", "close", "volume")],
+        *[(n, pa.float64(), False) for n in ("open", "high", "low", "close")],
+        ("volume", pa.float64(), True),  # null where the source reports none (FX bars)
         ("trade_count", pa.uint64(), True),
         ("vwap", pa.float64(), True),
     ]
