@@ -146,6 +146,11 @@ def _check_version(found: int, wanted: int, where: str) -> None:
 def _read_checkpoint(
     location: Location, entry: LogEntry, ref: CheckpointRef, digest: str, where: str
 ) -> VersionState:
+    if ref.path != checkpoint_path(entry.version):
+        raise StoreCorruptError(
+            f"{where}: names checkpoint {ref.path!r}; version {entry.version}'s is "
+            f"{checkpoint_path(entry.version)!r}"
+        )
     data = _read(location, ref.path, f"checkpoint of version {entry.version}")
     _check_hash(location, ref.path, sha256_hex(data), ref.file.sha256, where)
     cp_where = location.display(ref.path)

@@ -185,6 +185,11 @@ def test_checkpoint_paths_must_stay_inside_the_store(tmp_path: Path) -> None:
     _publish(copy, 3, entry)
     with pytest.raises(StoreCorruptError, match="store_relative_path"):
         Store.open(str(copy)).version()
+    entry["checkpoint"]["path"] = "versions/00000000.json"
+    _publish(copy, 3, entry)
+    named = r"version 3's is 'versions/00000003\.checkpoint\.json'"
+    with pytest.raises(StoreCorruptError, match=named):
+        Store.open(str(copy)).version()
 
 
 def test_write_segment_reads_no_version_file_once_the_latest_is_known(tmp_path: Path) -> None:
