@@ -139,35 +139,30 @@ def test_limited_epochs_start_fresh_and_reshuffle(version: StoreVersion) -> None
     assert len(set(firsts)) == 3
 
 
-class SaveAt(pl.Callback):  # type: ignore[misc]
-    """Save a checkpoint after training batch ``step`` of epoch ``epoch`` (mid-epoch)."""
-
-    def __init__(self, path: Path, epoch: int, step: int) -> None:
-        self.path, self.epoch, self.step = path, epoch, step
-
-    def on_train_batch_end(self, trainer: Any, *_: Any) -> None:
-        if trainer.current_epoch == self.epoch and trainer.fit_loop.batch_idx == self.step:
-            trainer.save_checkpoint(self.path)
-
-
 @NO_WORKERS
 @pytest.mark.filterwarnings(
     # Lightning's notice when a checkpoint was taken mid-epoch; the loader's state is exact.
     "ignore:You're resuming from a checkpoint that ended before the epoch ended"
 )
+# The resumed run checkpoints into the same folder, as a resumed job does.
+@pytest.mark.filterwarnings("ignore:Checkpoint directory .* exists and is not empty")
 @pytest.mark.parametrize("step", [2, 7])  # after batch 2 of 8; after the last batch
 def test_mid_epoch_checkpoint_resumes_exactly(
     version: StoreVersion, tmp_path: Path, step: int
 ) -> None:
-    ckpt = tmp_path / "mid.ckpt"
+    every = BATCH + step + 1  # the first checkpoint: after batch `step` of epoch 1
+
+    def checkpointing() -> Any:  # the same callback when saving and when resuming
+        saving = pl.callbacks.ModelCheckpoint(tmp_path, every_n_train_steps=every, save_top_k=-1)
+        return trainer(max_epochs=3, enable_checkpointing=True, callbacks=[saving])
+
     whole = Recorder()
-    trainer(max_epochs=3, callbacks=[SaveAt(ckpt, epoch=1, step=step)]).fit(
-        whole, train_loader(version)
-    )
+    checkpointing().fit(whole, train_loader(version))
+    ckpt = tmp_path / f"epoch=1-step={every}.ckpt"
     assert ckpt.exists(), {e: len(b) for e, b in whole.train_batches.items()}
 
     resumed = Recorder()
-    trainer(max_epochs=3).fit(resumed, train_loader(version), ckpt_path=str(ckpt))
+    checkpointing().fit(resumed, train_loader(version), ckpt_path=str(ckpt))
     # Batches 0..step of epoch 1 were trained before the checkpoint; the rest follow it.
     expected = {1: whole.train_batches[1][step + 1 :], 2: whole.train_batches[2]}
     assert resumed.train_batches == {e: b for e, b in expected.items() if b}
