@@ -105,7 +105,7 @@ class CaptureDecoder:
         try:
             received = int(head)
             message = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise _LineRejectedError("unparseable", "not '<receive ns> <JSON message>'") from None
         stream = message.get("stream") if isinstance(message, dict) else None
         data = message.get("data") if stream is not None else message
@@ -124,13 +124,15 @@ class CaptureDecoder:
             else:
                 name = stream or event or sorted(data)[:6]
                 raise _LineRejectedError("unsupported", f"stream {name!r} has no canonical schema")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise _LineRejectedError("unparseable", f"field {exc} missing or malformed") from None
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            why = f"a field is missing or malformed ({type(exc).__name__}: {exc})"
+            raise _LineRejectedError("unparseable", why) from None
 
     def _ns(self, value: Any) -> int:
+        whole = int(value)  # raises before the unit is fixed from a malformed time
         if self.unit_ns is None:  # decided once per file, from the first exchange time
-            self.unit_ns = _UNIT_NS[epoch_unit(float(value))]
-        return int(value) * self.unit_ns
+            self.unit_ns = _UNIT_NS[epoch_unit(float(whole))]
+        return whole * self.unit_ns
 
     def _wanted(self, kind: EventKind) -> bool:
         return self.options.kind is None or self.options.kind is kind

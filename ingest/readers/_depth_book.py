@@ -13,7 +13,8 @@ documents for a local order book:
   snapshot, and every diff in between is rejected with the same rule and the gap's ids;
 - before any snapshot the book is unknown: diffs are rejected as ``no_snapshot``.
 
-Levels are absolute quantities: a quantity of 0 removes the level.
+Levels are absolute quantities: a quantity of 0 removes the level. A diff or snapshot
+with a malformed level raises before the book changes.
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ class DepthBook:
 
     def load(self, last_update_id: int, bids: Levels, asks: Levels) -> None:
         """Replace the book with a snapshot."""
-        self.bids = _levels(bids)
-        self.asks = _levels(asks)
+        parsed_bids, parsed_asks = _parse(bids), _parse(asks)  # both, before any change
+        self.bids = {price: size for price, size in parsed_bids if size != 0.0}
+        self.asks = {price: size for price, size in parsed_asks if size != 0.0}
         self.snapshot_id = last_update_id
         self.last_id = None
         self.broken = None
@@ -62,11 +64,12 @@ class DepthBook:
             return Refusal("no_snapshot", "no depth snapshot before this diff: the book is unknown")
         if self.broken is not None:
             return Refusal("sequence_gap", f"the book is unknown since {self.broken}")
+        parsed_bids, parsed_asks = _parse(bids), _parse(asks)  # a bad level changes nothing
         refusal = self._check(self.snapshot_id, first, last, previous)
         if refusal is not None:
             return refusal
-        _update(self.bids, bids)
-        _update(self.asks, asks)
+        _update(self.bids, parsed_bids)
+        _update(self.asks, parsed_asks)
         self.last_id = last
         return None
 
@@ -102,15 +105,13 @@ class DepthBook:
         return bids, asks
 
 
-def _levels(levels: Levels) -> dict[float, float]:
-    book: dict[float, float] = {}
-    _update(book, levels)
-    return book
+def _parse(levels: Levels) -> list[tuple[float, float]]:
+    """``[price, quantity]`` text pairs as floats (ValueError/TypeError on a bad one)."""
+    return [(float(price), float(size)) for price, size in levels]
 
 
-def _update(book: dict[float, float], levels: Levels) -> None:
-    for price_text, size_text in levels:
-        price, size = float(price_text), float(size_text)
+def _update(book: dict[float, float], levels: list[tuple[float, float]]) -> None:
+    for price, size in levels:
         if size == 0.0:
             book.pop(price, None)
         else:

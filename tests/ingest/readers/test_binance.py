@@ -260,6 +260,23 @@ def test_other_streams_and_broken_lines_are_rejects(tmp_path: Path) -> None:
     assert "'x@kline_1m' has no canonical schema" in rejects.column("message")[0].as_py()
 
 
+def test_a_malformed_diff_leaves_the_book_unchanged(tmp_path: Path) -> None:
+    messages = [
+        snapshot(100),
+        diff(101, 102, [["99.5", "2"], ["bad"]], []),  # 2: a malformed level: nothing applied
+        diff(101, 102, [["99.7", "2"]], []),  # 3: the same ids, well formed: applied
+        {"e": "depthUpdate", "E": 1e999, "s": "XUSDT", "U": 103, "u": 104, "b": [], "a": []},
+        diff(105, 106, [], []),  # 5: follows 4, whose ids chained (its time did not parse)
+    ]
+    batches = read(write_capture(tmp_path / "bad.gz", messages))
+    book, rows = by_kind(batches)["mbp10"]
+    rejects = rejects_of(batches)
+    assert rows.tolist() == [1, 3, 5]
+    assert rejects.column("row").to_pylist() == [2, 4]
+    assert "ValueError" in rejects.column("message")[0].as_py()
+    assert book.column("bid_px_01").to_pylist() == [None, 99.7, 99.7]
+
+
 # Dumps, in the layouts of github.com/binance/binance-public-data (README).
 SPOT_TRADES = (
     "3735683259,61837.63,0.02,1236.7526,1723161255342,True,True\n"
