@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ._fences import Fence, Fences
 from ._prefetch import Prefetcher, PrefetchStats, Slot, waits
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
     :class:`Prefetcher` with host delivery yields them; the parameters mean the same.
     ``stats`` and ``slots`` may be the statistics and the slots of the :class:`Prefetcher`
     that started the pass and handed over; its slots are filled again once free. Every
-    chunk of ``dataset`` must be loaded.
+    chunk of ``dataset`` must be loaded. With ``fences``, a slot the consumer let go goes
+    back to the thread only once the fence recorded then has completed.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
         stats: PrefetchStats | None = None,
         slots: Sequence[Slot] = (),
         on_stop: Callable[[], None] | None = None,
+        fences: Fences | None = None,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth: expected >= 1, got {depth}")
@@ -86,6 +89,8 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
         self._next_step = self._first_step
         self._fill_s = 0.0
         self._spare = list(slots)  # a handing-over prefetcher's slots, taken once free
+        self._fences = fences
+        self._fenced: list[tuple[int, Fence]] = []  # let go, fence pending, oldest first
         for _ in range(depth + 1):
             self._add_slot()
 
@@ -120,24 +125,46 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
         has none (a consumer that keeps its batches, e.g. ``list(loader)``)."""
         kept = []
         for number in self._out:
-            if self._slots[number].is_free():
-                self._native.release(number)
-            else:
+            if not self._slots[number].is_free():
                 kept.append(number)
+            elif self._fences is not None:
+                self._fenced.append((number, self._fences.record()))
+            else:
+                self._native.release(number)
         self._out = kept
-        with_thread = len(self._slots) - len(kept)
+        self._release_fenced()
+        with_thread = len(self._slots) - len(kept) - len(self._fenced)
         if with_thread > self._depth:
             return
         if len(self._slots) >= self._ring:
             if with_thread > 0:
+                return
+            if self._fenced:  # the reader that finishes first frees a slot
+                number, fence = self._fenced.pop(0)
+                fence.synchronize()
+                self._native.release(number)
                 return
             # The consumer holds every slot: its oldest batch takes its buffers along.
             del self._slots[kept.pop(0)]
             self.stats.slots_given_away += 1
         self._add_slot()
 
+    def _release_fenced(self) -> None:
+        """Give the thread the let-go slots whose fences have completed, in order."""
+        while self._fenced and self._fenced[0][1].query():
+            number, _ = self._fenced.pop(0)
+            self._native.release(number)
+
     def _add_slot(self) -> None:
-        free = [i for i, spare in enumerate(self._spare) if spare.is_free()]
+        fences = self._fences
+        if fences is not None:
+            for spare in self._spare:
+                spare.reclaim(fences)
+        free = [
+            i
+            for i, spare in enumerate(self._spare)
+            if spare.is_free() and (fences is None or spare.refillable())
+        ]
         if free:
             slot = self._spare.pop(free[0])
         else:
@@ -150,6 +177,7 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
         started = time.perf_counter()
         try:
             for wait in waits(self._timeout):
+                self._release_fenced()
                 try:
                     kind, step, slot, n = native.next(wait)
                 except BaseException as error:

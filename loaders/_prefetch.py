@@ -17,6 +17,8 @@ import torch
 
 from ticktensor._memory import fresh_buffer
 
+from ._fences import Fence, Fences
+
 __all__ = ["CudaDelivery", "PrefetchStats", "Prefetcher", "Slot", "host_delivery", "waits"]
 
 FloatArray = npt.NDArray[np.float32]
@@ -51,12 +53,16 @@ class Slot:
     tensor: the reference count therefore tells whether a batch cut from this slot lives.
     """
 
-    __slots__ = ("_x_owner", "_x_refs", "_y_owner", "_y_refs", "event", "x", "y")
+    __slots__ = ("_x_owner", "_x_refs", "_y_owner", "_y_refs", "event", "fence", "out", "x", "y")
 
     def __init__(self, x_shape: tuple[int, ...], y_shape: tuple[int, ...], pin: bool) -> None:
         self.x: FloatArray = _empty(x_shape, pin)
         self.y: FloatArray = _empty(y_shape, pin)
         self.event: Any = None  # CUDA event of the last device copy out of this slot
+        # With reader fences: ``out`` while a batch made from the slot may be read (queued
+        # or with the consumer); ``fence`` once the consumer let go, until it completes.
+        self.out = False
+        self.fence: Fence | None = None
         # numpy views point at the array that owns the memory, which may sit behind x.
         self._x_owner = _owner(self.x)
         self._y_owner = _owner(self.y)
@@ -69,6 +75,22 @@ class Slot:
             sys.getrefcount(self._x_owner) <= self._x_refs
             and sys.getrefcount(self._y_owner) <= self._y_refs
         )
+
+    def reclaim(self, fences: Fences) -> None:
+        """On the consumer's thread: once its batches are gone, fence what it queued."""
+        if self.out and self.is_free():
+            self.fence = fences.record()
+            self.out = False
+
+    def refillable(self) -> bool:
+        """With reader fences: whether the consumer let go and every reader finished."""
+        if self.out:
+            return False
+        if self.fence is not None:
+            if not self.fence.query():
+                return False
+            self.fence = None
+        return True
 
 
 def _owner(array: FloatArray) -> object:
@@ -95,7 +117,9 @@ class CudaDelivery:
 
     The copy is issued from the producer thread with ``non_blocking=True`` out of pinned
     slots, so it overlaps the consumer's compute. The slot keeps the copy's event and is
-    refilled only after the event has completed.
+    refilled only after the event has completed; the events are blocking, so a producer
+    waiting for one sleeps. ``device`` must be a resolved ``cuda:N``
+    (:func:`~ticktensor.loaders._devices.resolve_device`).
     """
 
     def __init__(self, device: torch.device) -> None:
@@ -107,10 +131,15 @@ class CudaDelivery:
         with torch.cuda.stream(self.stream):
             x_dev = x.to(self.device, non_blocking=True)
             y_dev = y.to(self.device, non_blocking=True)
-            event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            event = torch.cuda.Event(blocking=True)  # type: ignore[no-untyped-call]
             event.record(self.stream)
         slot.event = event
         return x_dev, y_dev, event
+
+    def enter_thread(self) -> None:
+        """In the producer thread: make ``device`` current there (a new thread starts on
+        device 0), so events and streams it touches belong to this rank's GPU."""
+        torch.cuda.set_device(self.device)
 
     def receive(self, x: torch.Tensor, y: torch.Tensor, event: Any) -> None:
         """On the consumer thread: order its current stream after the copy."""
@@ -171,8 +200,10 @@ class _Shared:
         stats: PrefetchStats,
         extra_slots: int = 0,
         handover: Callable[[], bool] | None = None,
+        fences: Fences | None = None,
     ) -> None:
         self.fill = fill
+        self.fences = fences
         self.handover = handover
         self.steps = steps
         self.make_slot = make_slot
@@ -186,14 +217,19 @@ class _Shared:
         self.max_slots = depth + 3 + extra_slots
         self.stats = stats
 
-    def acquire(self) -> Slot:
-        """A slot to fill: the first free one whose last device copy has finished.
+    def acquire(self) -> Slot | None:
+        """A slot to fill (``None`` when asked to stop while waiting for one).
+
+        With reader fences, see :meth:`_acquire_fenced`; otherwise the first free one
+        whose last device copy has finished.
 
         A free slot whose copy is still running is taken only once the ring is full (the
         producer then waits on its event); before that a new slot is added, so gathering
         the next batch overlaps the copy of the last one. A new slot also when every slot
         is still referenced by the consumer.
         """
+        if self.fences is not None:
+            return self._acquire_fenced()
         copying = None
         for slot in self.slots:
             if slot.is_free():
@@ -211,6 +247,40 @@ class _Shared:
             self.stats.slots_given_away += 1
         return slot
 
+    def _new_slot(self) -> Slot:
+        slot = self.make_slot()
+        self.stats.slots_allocated += 1
+        if len(self.slots) < self.max_slots:
+            self.slots.append(slot)
+        else:
+            self.stats.slots_given_away += 1
+        return slot
+
+    def _acquire_fenced(self) -> Slot | None:
+        """A slot whose readers are all done (:meth:`Slot.refillable`).
+
+        A new slot while the ring has room; then the slot whose fence came first,
+        waited for; a new one (given away) when the consumer keeps every batch; and while
+        a released slot waits for the consumer's thread to fence it, a short sleep.
+        """
+        while not self.stop.is_set():
+            pending = None
+            for slot in self.slots:
+                if slot.refillable():
+                    return slot
+                if not slot.out and pending is None:
+                    pending = slot
+            if len(self.slots) < self.max_slots:
+                return self._new_slot()
+            if pending is not None and pending.fence is not None:
+                pending.fence.synchronize()
+                pending.fence = None
+                return pending
+            if not any(slot.is_free() for slot in self.slots):
+                return self._new_slot()  # the consumer keeps its batches (``list(loader)``)
+            self.stop.wait(_POLL_S)  # released, not fenced yet: the consumer's next call
+        return None
+
     def put(self, item: object) -> bool:
         """Queue ``item`` unless asked to stop first; returns whether it was queued."""
         while not self.stop.is_set():
@@ -224,18 +294,24 @@ class _Shared:
 
 def _produce(shared: _Shared) -> None:
     """Body of the producer thread: fill, deliver and queue every step, then an end mark."""
+    enter = getattr(shared.deliver, "enter_thread", None)
+    if enter is not None:
+        enter()
     steps = shared.steps
     for position, step in enumerate(steps):
         if shared.stop.is_set():
             return
         try:
             slot = shared.acquire()
+            if slot is None:
+                return
             if slot.event is not None:
                 slot.event.synchronize()  # the last device copy out of this slot is done
                 slot.event = None
             started = time.perf_counter()
             n = shared.fill(step, slot)
             item = (step, n, *shared.deliver(slot, n))
+            slot.out = True
             shared.stats.assemble_s += time.perf_counter() - started
         except BaseException as exc:  # handed to the consumer, which raises it
             shared.put(_Failure(step, exc))
@@ -304,6 +380,10 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         Asked after each batch is queued: once it returns true, the thread stops there and
         the iteration ends with :attr:`handed_over` set to the first step not assembled,
         for another engine to go on from (see :class:`NativePrefetcher`).
+    fences
+        Reader fences (see :mod:`~ticktensor.loaders._fences`) for host batches that the
+        consumer may copy asynchronously: a slot is refilled only after the fence the
+        consumer's thread records once the slot's batches are gone has completed.
     """
 
     handed_over: int | None = None
@@ -323,12 +403,13 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         on_stop: Callable[[], None] | None = None,
         extra_slots: int = 0,
         handover: Callable[[], bool] | None = None,
+        fences: Fences | None = None,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth: expected >= 1, got {depth}")
         self.stats = PrefetchStats()
         self._shared = _Shared(
-            fill, steps, make_slot, deliver, depth, self.stats, extra_slots, handover
+            fill, steps, make_slot, deliver, depth, self.stats, extra_slots, handover, fences
         )
         self._timeout = timeout if timeout else None
         self._context = context
@@ -366,12 +447,20 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
             stats.first_batch_s = time.perf_counter() - stats.started
         return tuple(item)
 
+    def _reclaim(self) -> None:
+        """Fence the slots whose batches the consumer let go (with reader fences)."""
+        fences = self._shared.fences
+        if fences is not None:
+            for slot in list(self._shared.slots):
+                slot.reclaim(fences)
+
     def _get(self) -> Any:
         shared = self._shared
         started = time.perf_counter()
         self.stats.depth_seen += shared.queue.qsize()
         try:
             for wait in waits(self._timeout):
+                self._reclaim()
                 try:
                     return shared.queue.get(timeout=wait)
                 except queue.Empty:

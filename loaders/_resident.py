@@ -112,9 +112,11 @@ class DeviceChunks:
         self._starts = torch.from_numpy(self._first_rows).to(device)
         if self.whole:
             total = int(index.source_rows.sum())
-            self.pool = torch.empty((total, self.n_features), device=device)
+            self.pool = torch.empty((total, self.n_features), device=device, dtype=torch.float32)
         else:
-            self.pool = torch.empty((self.slots, self.max_rows, self.n_features), device=device)
+            self.pool = torch.empty(
+                (self.slots, self.max_rows, self.n_features), device=device, dtype=torch.float32
+            )
         self._slot_of = np.full(n_chunks, -1, dtype=np.int64)
         self._slot_dev = torch.from_numpy(self._slot_of).to(device)
         self._chunk_in = np.full(self.slots, -1, dtype=np.int64)  # chunk in each slot

@@ -15,6 +15,8 @@ import torch
 
 from ticktensor.errors import ConfigError
 
+from ._devices import resolve_device
+from ._fences import CudaFences, Fences
 from ._index import normalization
 from ._native_prefetch import NativePrefetcher, Relay
 from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
@@ -55,7 +57,9 @@ class Delivery:
 
     ``copy`` turns a filled host slot into the consumer's tensors (zero-copy for the
     host, an asynchronous copy for CUDA); ``device_chunks`` is the device-resident
-    chunk pool; ``dali_scale`` the ``(mean, std)`` DALI applies, if any.
+    chunk pool; ``dali_scale`` the ``(mean, std)`` DALI applies, if any; ``fences``
+    keep a pinned host slot from being refilled while a copy the consumer queued from it
+    may still read it (:mod:`~ticktensor.loaders._fences`).
     """
 
     copy: Deliver
@@ -63,11 +67,13 @@ class Delivery:
     memory: str
     device_chunks: DeviceChunks | None = None
     dali_scale: tuple[Any, Any] | None = None
+    fences: Fences | None = None
 
     @classmethod
     def build(cls, dataset: WindowDataset, options: FastOptions, pin_memory: bool) -> Delivery:
         """Check the options against ``dataset`` and allocate what delivery needs."""
-        device, dali, resident = options.torch_device, options.dali, options.resident
+        device = resolve_device(options.torch_device)
+        dali, resident = options.dali, options.resident
         cuda = torch.cuda.is_available()
         copy: Deliver = host_delivery
         if device is not None and device.type == "cuda" and dali is None and resident is None:
@@ -80,7 +86,13 @@ class Delivery:
             memory = "device-resident (no host batch buffers)"
             device_chunks = DeviceChunks(dataset, device, resident)
         scale = None if dali is None else _dali_normalization(dataset, dali)
-        return cls(copy, pin, memory, device_chunks, scale)
+        # Pinned host batches may be copied with non_blocking=True by the consumer.
+        fences = None
+        if pin and copy is host_delivery:
+            rank_gpu = resolve_device(torch.device("cuda"))
+            assert rank_gpu is not None  # a bare cuda always resolves
+            fences = CudaFences(rank_gpu)
+        return cls(copy, pin, memory, device_chunks, scale, fences)
 
     @property
     def receive(self) -> Any:
@@ -152,6 +164,7 @@ def open_batch_source(
             stats=stats,
             slots=slots,
             on_stop=dataset.cache.stop_threads,
+            fences=delivery.fences,
         )
 
     if native and dataset.cache.complete:
@@ -169,6 +182,7 @@ def open_batch_source(
         on_stop=dataset.cache.stop_threads,
         extra_slots=0 if dali is None else dali.held_batches,
         handover=(lambda: dataset.cache.complete) if native else None,
+        fences=delivery.fences,
     )
     if dali is not None:
         return _through_dali(prefetcher, dataset, options, delivery, batch_size)
@@ -201,12 +215,10 @@ def _through_dali(
     """The pass's host batches through a DALI pipeline (normalize, cast)."""
     dali = options.dali
     assert dali is not None  # only called for the DALI backend
-    device = options.torch_device
+    device = resolve_device(options.torch_device)
     device_id = None
     if device is not None and device.type == "cuda":  # pragma: no cover - GPU only
-        # torch types ``index`` as int; it is None for a bare "cuda".
-        index: int | None = device.index
-        device_id = torch.cuda.current_device() if index is None else index
+        device_id = device.index
     return DaliBatches(
         prefetcher,
         batch_size=batch_size,

@@ -1,0 +1,50 @@
+"""Which device a rank's loader uses: a bare ``cuda`` is the rank's own GPU, resolved once."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+import torch
+
+from ticktensor.errors import ConfigError
+
+__all__ = ["resolve_device"]
+
+
+def resolve_device(
+    device: torch.device | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    current: Callable[[], int] | None = None,
+) -> torch.device | None:
+    """``device`` with a bare ``cuda`` made ``cuda:N`` for this process.
+
+    ``N`` is ``LOCAL_RANK`` when a launcher set it (torchrun, Lightning, accelerate: one
+    GPU per local rank), else the current CUDA device. Everything the loader runs on the
+    GPU (copy stream, events, resident chunks, DALI's ``device_id``) then uses that one
+    index, also from its own threads, instead of each thread's current device (device 0
+    in a new thread, which would put every rank's work, and a CUDA context, on GPU 0).
+    Other devices are returned as they are.
+
+    Examples
+    --------
+    >>> resolve_device(torch.device("cuda"), env={"LOCAL_RANK": "1"})
+    device(type='cuda', index=1)
+    >>> resolve_device(torch.device("cuda", 3), env={"LOCAL_RANK": "1"})
+    device(type='cuda', index=3)
+    """
+    if device is None or device.type != "cuda":
+        return device
+    given: int | None = device.index  # torch types it int; it is None for a bare "cuda"
+    if given is not None:
+        return device
+    variables = os.environ if env is None else env
+    local = variables.get("LOCAL_RANK", "").strip()
+    if local:
+        try:
+            return torch.device("cuda", int(local))
+        except ValueError:
+            raise ConfigError(f"LOCAL_RANK={local!r} is not an integer") from None
+    index = current() if current is not None else torch.cuda.current_device()
+    return torch.device("cuda", index)

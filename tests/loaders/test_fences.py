@@ -1,0 +1,157 @@
+"""Reader fences under an emulated CUDA stream: no buffer is refilled while a copy from it waits.
+
+A training loop does ``x = x.cuda(non_blocking=True)`` and drops the host batch at once;
+the copy runs later, when the GPU gets to it. :class:`FakeStream` stands in for the
+consumer's stream: a "copy" reads the buffer's memory only when the stream runs it, and
+the test runs the stream a few operations behind the consumer, as a busy GPU lags. Every
+copy must read the batch it was given, for the Python and the native engine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ticktensor.loaders import FastOptions, WindowDataset
+from ticktensor.loaders._native_prefetch import NativePrefetcher
+from ticktensor.loaders._prefetch import Prefetcher, host_delivery
+from ticktensor.loaders.batch_source import BatchSource, Delivery, open_batch_source
+from ticktensor.loaders.sharding import ShardPlan
+
+from .test_dataloader import WINDOW, build_version
+
+
+class FakeStream:
+    """Operations run in order, only when :meth:`run_until` says (or a fence is waited on)."""
+
+    def __init__(self) -> None:
+        self._ops: list[Callable[[], None]] = []
+        self.executed = 0
+        self._lock = threading.Lock()
+
+    def _append(self, op: Callable[[], None]) -> int:
+        with self._lock:
+            self._ops.append(op)
+            return len(self._ops) - 1
+
+    def copy(self, tensor: torch.Tensor) -> dict[str, bytes]:
+        """A ``non_blocking`` copy: the buffer's bytes as they are when the stream runs it.
+        It keeps no reference to ``tensor``, as a queued CUDA copy keeps none."""
+        address, size = tensor.data_ptr(), tensor.numel() * tensor.element_size()
+        result: dict[str, bytes] = {}
+        self._append(lambda: result.update(data=ctypes.string_at(address, size)))
+        return result
+
+    def record(self) -> FakeFence:
+        return FakeFence(self, self._append(lambda: None))
+
+    def run_until(self, position: int) -> None:
+        """Run every operation before ``position``."""
+        with self._lock:
+            while self.executed < min(position, len(self._ops)):
+                self._ops[self.executed]()
+                self.executed += 1
+
+    def lag(self, behind: int) -> None:
+        """Run everything but the last ``behind`` operations: the GPU is that far behind."""
+        self.run_until(len(self._ops) - behind)
+
+
+class FakeFence:
+    def __init__(self, stream: FakeStream, position: int) -> None:
+        self._stream, self._position = stream, position
+
+    def query(self) -> bool:
+        return self._stream.executed > self._position
+
+    def synchronize(self) -> None:
+        self._stream.run_until(self._position + 1)
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory: pytest.TempPathFactory) -> WindowDataset:
+    ds = WindowDataset(build_version(tmp_path_factory.mktemp("fences") / "store"), WINDOW)
+    ds.get_batch(np.arange(len(ds)))  # every chunk loaded: the native engine can run
+    assert ds.cache.complete
+    return ds
+
+
+def copies_of_a_pass(
+    ds: WindowDataset, engine: str, stream: FakeStream | None, behind: int
+) -> tuple[type, list[tuple[dict[str, bytes], bytes]]]:
+    """Copy every batch of a pass through ``stream``, lagging ``behind`` operations; the
+    copies and what each should read."""
+    plan = ShardPlan(np.random.default_rng(0).permutation(len(ds)), 8)
+    delivery = Delivery(host_delivery, pin=False, memory="test", fences=stream)
+    source: BatchSource = open_batch_source(
+        ds,
+        plan,
+        FastOptions(engine=engine),  # type: ignore[arg-type]
+        delivery,
+        batch_size=8,
+        prefetch=2,
+        timeout=10,
+        context="fence test",
+    )
+    kind = type(source)
+    lagging = stream or FakeStream()
+    out = []
+    for _ in range(plan.num_steps):
+        step, _, x, _, _ = next(source)
+        want = ds.get_batch(plan.batch(step))[0].tobytes()
+        out.append((lagging.copy(x), want))
+        del x  # the training loop keeps only the device copy
+        lagging.lag(behind)
+    lagging.run_until(10**9)
+    source.close()
+    return kind, out
+
+
+@pytest.mark.parametrize(("engine", "kind"), [("python", Prefetcher), ("native", NativePrefetcher)])
+@pytest.mark.parametrize("behind", [0, 3, 9])
+def test_every_queued_copy_reads_its_own_batch(
+    warm: WindowDataset, engine: str, kind: type, behind: int
+) -> None:
+    stream = FakeStream()
+    used, copies = copies_of_a_pass(warm, engine, stream, behind)
+    assert used is kind
+    assert len(copies) > 20
+    assert all(got["data"] == want for got, want in copies)
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_without_fences_the_emulation_catches_overwritten_buffers(
+    warm: WindowDataset, engine: str
+) -> None:
+    """The control: with reference counts alone (no fences), a lagging stream reads
+    buffers that were refilled under it, so the check above can fail."""
+    _, copies = copies_of_a_pass(warm, engine, None, 9)
+    assert sum(got["data"] != want for got, want in copies) > len(copies) // 4
+
+
+def test_a_consumer_that_keeps_batches_still_gets_them(warm: WindowDataset, tmp_path: Path) -> None:
+    """Fences do not stall a consumer that holds every batch (``list(loader)``)."""
+    stream = FakeStream()
+    plan = ShardPlan(len(warm), 8, pad=False)
+    delivery = Delivery(host_delivery, pin=False, memory="test", fences=stream)
+    for engine in ("python", "native"):
+        source = open_batch_source(
+            warm,
+            plan,
+            FastOptions(engine=engine),  # type: ignore[arg-type]
+            delivery,
+            batch_size=8,
+            prefetch=2,
+            timeout=10,
+            context="fence test",
+        )
+        kept = [next(source) for _ in range(plan.num_steps)]
+        x = torch.cat([item[2] for item in kept])
+        assert torch.equal(x, torch.from_numpy(warm.get_batch(np.arange(len(warm)))[0]))
+        source.close()
