@@ -379,7 +379,9 @@ def _goals(rows: list[Row], cuda: bool) -> list[Row]:
     ratio = resident / pinned if resident and pinned else None
     goals.append(("resident >= 3x host-pinned", "device-resident", ratio, (ratio or 0) >= 3))
     share = value("h2d", "loader CudaDelivery")
-    goals.append(("loader H2D >= 80% pinned batch-sized", "host-pinned", share, (share or 0) >= 0.8))
+    goals.append(
+        ("loader H2D >= 80% pinned batch-sized", "host-pinned", share, (share or 0) >= 0.8)
+    )
     out = []
     for name, mode, got, met in goals:
         verdict = ("met" if met else "not met") if cuda else NO_CUDA
