@@ -162,7 +162,8 @@ def read_dump(source: Input, options: ReadOptions) -> Iterator[EventBatch]:
                 k: layout.columns[int(v)] if v.isdigit() else v
                 for k, v in inference.columns.items()
             }
-            inference = Inference(named, (what, *inference.notes))
+            derived = ("vwap: quote_volume / volume",) if layout.kind is EventKind.OHLCV else ()
+            inference = Inference(named, (what, *derived, *inference.notes))
         yield replace(batch, table=table, inference=inference)
 
 
