@@ -6,7 +6,7 @@ examples:
   ticktensor ingest 'data/*.dbn.zst' --out s3://bucket/store --codec zstd --workers 8
   ticktensor ingest AMZN_*_message_1.csv --out store --format lobster --schema quotes
   ticktensor ingest quotes.parquet --out store --features features.toml --report report.json
-  ticktensor ingest eurusd-bars.csv --out store --symbol EURUSD   # columns, units, bar length inferred
+  ticktensor ingest eurusd-bars.csv --out store --symbol EURUSD  # columns, bar length inferred
   ticktensor ingest BTCUSDT-aggTrades-2024-08-08.csv spot_btcusdt_20240808.gz --out store
   RAY_ADDRESS=ray://head:10001 ticktensor ingest 's3://raw/2024-*/' --out s3://feat --engine ray
 """
