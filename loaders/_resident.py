@@ -35,9 +35,11 @@ class ResidentOptions:
         Device bytes for feature chunks. When every chunk of the dataset fits, each is
         copied once and stays (the whole store on the device); otherwise the chunks live
         in a cache of ``budget_bytes // chunk_bytes`` slots, filled in the loader's order
-        and evicted by farthest next use. Default: the whole dataset when it fits in half
-        of the device's free memory (for ``cpu``: the dataset's ``cache_bytes``), else
-        that half.
+        and evicted by farthest next use. Default (conservative: the model, its
+        activations and a second loader for validation need the device too): the whole
+        dataset when it fits in a quarter of the device's total memory and leaves 2 GiB
+        of what is free now, else the smaller of those two (for ``cpu``: the dataset's
+        ``cache_bytes``). Give ``budget_bytes`` to use more.
     lookahead
         Batches ahead whose chunks decide which chunk to evict, at least 1.
     """
@@ -231,9 +233,25 @@ def _tensor(values: npt.NDArray[np.float32]) -> torch.Tensor:
 
 def _default_budget(dataset: WindowDataset, device: torch.device) -> int:
     if device.type == "cuda":  # pragma: no cover - GPU only
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free) // 2
+        free, total = torch.cuda.mem_get_info(device)
+        return cuda_budget(int(free), int(total))
     return int(dataset.cache_bytes)
+
+
+def cuda_budget(free: int, total: int) -> int:
+    """The default device budget: a quarter of ``total``, leaving 2 GiB of ``free``.
+
+    Examples
+    --------
+    >>> cuda_budget(free=100 * 2**30, total=141 * 2**30) // 2**30  # an idle H200
+    35
+    >>> cuda_budget(free=10 * 2**30, total=80 * 2**30) // 2**30  # a busy one
+    8
+    """
+    return max(0, min(total // 4, free - _HEADROOM))
+
+
+_HEADROOM = 2 * 2**30
 
 
 class ResidentBatches:
