@@ -202,3 +202,19 @@ def test_job_reports_and_the_cli_prints_the_inferred_mapping(tmp_path: Path) -> 
     [saved] = json.loads((tmp_path / "r.json").read_text())
     assert saved["inference"]["columns"]["volume"] == "volume"
     assert saved["rows_read"] == saved["rows_stored"] + saved["rows_quarantined"] == 45_031
+
+
+def test_histdata_layout_is_recognised_without_ts_format() -> None:
+    path = DATA / "fx" / "quote_tick_data.csv"
+    fmt = CsvFormat(header=False, columns={"ts_event": "0", "bid_px": "1", "ask_px": "2"})
+    explicit = CsvFormat(
+        header=False,
+        columns={"ts_event": "0", "bid_px": "1", "ask_px": "2"},
+        ts_format="%Y%m%d %H%M%S%f",
+    )
+    batches = read(path, kind="quotes", symbol="EUR/USD", csv=fmt)
+    reference = read(path, kind="quotes", symbol="EUR/USD", csv=explicit)
+    assert table_of(batches).equals(table_of(reference))
+    assert table_of(batches).num_rows == 9_500
+    assert batches[0].inference is not None
+    assert "ts_event: text as '%Y%m%d %H%M%S%f', naive times in UTC" in batches[0].inference.notes
