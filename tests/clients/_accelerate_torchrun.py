@@ -38,7 +38,7 @@ def main() -> None:
     loader = DataLoader(dataset, batch_size=BATCH, shuffle=True, fast=FastOptions(seed=11))
     # A short timeout: ranks given unequal work fail here instead of hanging.
     accelerator = Accelerator(
-        cpu=True, kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(seconds=30))]
+        cpu=True, kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(seconds=60))]
     )
     assert accelerator.num_processes == 2, accelerator.state
     model = torch.nn.Linear(WINDOW * 3, 1)

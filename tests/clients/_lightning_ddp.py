@@ -108,7 +108,7 @@ def fit(model: Recorder, callbacks: list[pl.Callback] | None = None, **data: obj
         accelerator="cpu",
         devices=2,
         # A short timeout: ranks given unequal work fail here instead of hanging.
-        strategy=DDPStrategy(process_group_backend="gloo", timeout=timedelta(seconds=30)),
+        strategy=DDPStrategy(process_group_backend="gloo", timeout=timedelta(seconds=60)),
         max_epochs=EPOCHS,
         enable_progress_bar=False,
         enable_model_summary=False,

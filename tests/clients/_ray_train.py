@@ -1,9 +1,11 @@
 """Ray Train: a 2-worker ``TorchTrainer`` on the CPU over a ticktensor loader.
 
 Usage: ``python _ray_train.py STORE OUT``. Each worker builds the dataset from the store
-URL, passes the loader through ``ray.train.torch.prepare_data_loader`` and trains two
+URL, passes the loader through ``ray.train.torch.prepare_data_loader`` and trains three
 epochs the way Ray's documentation shows (``loader.sampler.set_epoch(epoch)`` with more
-than one worker). Each worker writes the ids it trained on, one per line, to
+than one worker); epoch 1 stops after ``STOP_AFTER`` batches (as a step limit does), so
+epoch 2 comes in its own order only if ``set_epoch`` reached the loader (an abandoned
+pass does not end an epoch). Each worker writes the ids it trained on, one per line, to
 ``OUT/epoch{E}-rank{R}.txt``, the warnings it saw to ``OUT/warnings-rank{R}.txt`` and
 what ``set_epoch`` through the prepared loader raised, if anything, to
 ``OUT/set_epoch-rank{R}.txt`` (then it trains on, so that the shards are still checked).
@@ -17,7 +19,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-WINDOW, BATCH, EPOCHS, SEED = 4, 8, 2, 13
+WINDOW, BATCH, EPOCHS, SEED = 4, 8, 3, 13
+STOP_AFTER = {1: 2}  # epoch -> batches trained in it (all when absent)
 
 
 def train_loop(config: dict[str, Any]) -> None:
@@ -47,7 +50,9 @@ def train_loop(config: dict[str, Any]) -> None:
                 except Exception as exc:  # reported to the test, which fails on it
                     set_epoch_errors.append(f"epoch {epoch}: {type(exc).__name__}: {exc}")
             seen: list[int] = []
-            for x, y in loader:
+            for step, (x, y) in enumerate(loader):
+                if step == STOP_AFTER.get(epoch):
+                    break
                 seen += [int(v) for v in x[:, 0, 0].tolist()]
                 loss = torch.nn.functional.mse_loss(model(x.flatten(1)), y)
                 optimizer.zero_grad()
