@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import copy
 import functools
 import os
 import weakref
@@ -610,11 +612,28 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         _LIVE.add(self)
 
     def _after_fork(self) -> None:
-        """In a forked child: the parent's threads are gone, so start a fresh engine."""
+        """In a forked child: the parent's threads are gone, so start a fresh engine.
+
+        The chunk loaders are copied without the zarr arrays they opened (those hold the
+        parent's filesystem clients); the store location makes its own filesystem here.
+        """
         self._cache.abandon()
         _ABANDONED.extend((self._cache, self._gather, self._pool))
         self._pool = ThreadPool(self._pool.size)
+        self._loader = copy.copy(self._loader)
+        self._label_loader = copy.copy(self._label_loader)
         self._start_engine()
+
+    def _release(self) -> None:
+        """At interpreter exit: let go of the native engine (the dataset is unusable after).
+
+        A dataset can outlive every module at exit (a DataLoader worker's dataset stays
+        referenced by torch's worker info and by the worker process object), and native
+        objects still alive when the extension module is torn down are reported as leaks.
+        The cache's loading threads are shut down by its own exit finalizer.
+        """
+        for name in ("_cache", "_gather", "_pool"):
+            self.__dict__.pop(name, None)
 
 
 def _after_fork_in_child() -> None:
@@ -622,8 +641,17 @@ def _after_fork_in_child() -> None:
         dataset._after_fork()
 
 
+def _release_at_exit() -> None:
+    # Native destructors skip joining threads a forked child never had, so the abandoned
+    # engines can go too.
+    _ABANDONED.clear()
+    for dataset in list(_LIVE):
+        dataset._release()
+
+
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_release_at_exit)
 
 
 def _ram() -> int:

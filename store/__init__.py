@@ -4,6 +4,9 @@ The store is the contract between :mod:`ticktensor.ingest` (which writes) and
 :mod:`ticktensor.loaders` (which reads). See ``docs/store-format.md``.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 from ._layout import Codec, Layout
 from ._location import Location
 from ._manifest import (
@@ -15,6 +18,7 @@ from ._manifest import (
     SourceFile,
     TableRecord,
 )
+from ._object_errors import object_store_error
 from ._repair import RepairReport
 from ._segments import SegmentArrays
 from ._store import Store
@@ -38,10 +42,28 @@ __all__ = [
     "StoreVersion",
     "TableRecord",
     "VerifyReport",
+    "object_store_error",
     "open_store",
 ]
 
 
-def open_store(url: str, version: int | None = None) -> StoreVersion:
-    """Open ``url`` read-only, pinned to ``version`` (default: the latest)."""
-    return Store.open(url).version(version)
+def open_store(
+    url: str,
+    version: int | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> StoreVersion:
+    """Open ``url`` read-only, pinned to ``version`` (default: the latest).
+
+    Parameters
+    ----------
+    url
+        A local path or fsspec URL (``s3://bucket/store`` ...).
+    version
+        The version to pin; ``None`` for the latest.
+    storage_options
+        Passed to fsspec, e.g. an S3-compatible server's endpoint:
+        ``{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}`` (see
+        ``docs/store-format.md``, "Object stores").
+    """
+    return Store.open(url, storage_options=storage_options).version(version)

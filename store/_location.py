@@ -18,7 +18,9 @@ from fsspec.implementations.local import LocalFileSystem
 from zarr.abc.store import Store as ZarrStore
 from zarr.storage import FsspecStore, LocalStore
 
-from ticktensor.errors import StoreCorruptError, StoreError
+from ticktensor.errors import StoreCorruptError, StoreError, TickTensorError
+
+from ._object_errors import object_store_error
 
 __all__ = ["Location", "check_relative", "safe_component"]
 
@@ -78,15 +80,36 @@ class Location:
 
     url: str
     storage_options: dict[str, Any] = field(default_factory=dict)
-    fs: fsspec.AbstractFileSystem = field(init=False, repr=False, compare=False)
     root: str = field(init=False)
 
     def __post_init__(self) -> None:
         url = os.fspath(self.url)
         fs, root = fsspec.core.url_to_fs(url, **self.storage_options)
         object.__setattr__(self, "url", url)
-        object.__setattr__(self, "fs", fs)
         object.__setattr__(self, "root", root.rstrip("/") or "/")
+        object.__setattr__(self, "_owned_fs", (os.getpid(), fs))
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The fsspec filesystem, created in this process.
+
+        A filesystem made before ``fork()`` is unusable in the child (s3fs and other
+        async filesystems hold the parent's event loop and connections), so a process
+        that did not create it, or a location that was unpickled, makes its own on first
+        use; fsspec's instance cache is keyed by process id and never hands back the
+        parent's instance.
+        """
+        owned: tuple[int, fsspec.AbstractFileSystem] | None = self.__dict__.get("_owned_fs")
+        pid = os.getpid()
+        if owned is not None and owned[0] == pid:
+            return owned[1]
+        fs, _ = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        object.__setattr__(self, "_owned_fs", (pid, fs))
+        return fs
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The filesystem is made again where the location is unpickled.
+        return {k: v for k, v in self.__dict__.items() if k != "_owned_fs"}
 
     @property
     def is_local(self) -> bool:
@@ -131,28 +154,52 @@ class Location:
         return full if self.is_local else str(self.fs.unstrip_protocol(full))
 
     def exists(self, rel: str) -> bool:
-        return bool(self.fs.exists(self.path(rel)))
+        with self.talking():
+            return bool(self.fs.exists(self.path(rel)))
 
     def read_bytes(self, rel: str) -> bytes:
-        data: bytes = self.fs.cat_file(self.path(rel))
+        with self.talking():
+            data: bytes = self.fs.cat_file(self.path(rel))
         return data
 
     def size(self, rel: str) -> int:
-        return int(self.fs.size(self.path(rel)))
+        with self.talking():
+            return int(self.fs.size(self.path(rel)))
 
     def find(self, rel: str) -> list[str]:
         """Every file below ``rel``, as sorted paths relative to ``rel``."""
         base = self.path(rel).rstrip("/") + "/"
-        found = self.fs.find(self.path(rel))
+        with self.talking():
+            found = self.fs.find(self.path(rel))
         stripped = (self.fs._strip_protocol(p) for p in found)
         return sorted(p[len(base) :] for p in stripped if p.startswith(base))
 
     def remove_tree(self, rel: str) -> None:
         if self.exists(rel):
-            self.fs.rm(self.path(rel), recursive=True)
+            with self.talking():
+                self.fs.rm(self.path(rel), recursive=True)
 
     def makedirs(self, rel: str) -> None:
-        self.fs.makedirs(self.path(rel), exist_ok=True)
+        with self.talking():
+            self.fs.makedirs(self.path(rel), exist_ok=True)
+
+    @contextlib.contextmanager
+    def talking(self) -> Iterator[None]:
+        """Turn an object store's failure to answer (no endpoint, credentials or bucket)
+        into one :class:`~ticktensor.errors.StoreError` naming the setting to fix."""
+        try:
+            yield
+        except TickTensorError:
+            raise
+        except Exception as exc:
+            error = (
+                None
+                if self.is_local
+                else object_store_error(exc, self.display(""), self.storage_options)
+            )
+            if error is None:
+                raise
+            raise error from exc
 
     def write_atomic(self, rel: str, data: bytes, *, durable: bool = True) -> None:
         """Write ``data`` to ``rel`` so that readers see the old or the new bytes, never a mix.
@@ -162,7 +209,8 @@ class Location:
         is atomic). Object stores publish a single PUT atomically (``pipe_file``).
         """
         if not self.is_local:
-            self.fs.pipe_file(self.path(rel), data)
+            with self.talking():
+                self.fs.pipe_file(self.path(rel), data)
             return
         target = self.path(rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -210,7 +258,8 @@ class Location:
         """
         target = self.path(rel)
         if not self.is_local:
-            f = self.fs.open(target, "wb")
+            with self.talking():
+                f = self.fs.open(target, "wb")
             try:
                 yield f
             except BaseException:
@@ -218,7 +267,8 @@ class Location:
                 # visible): abort it and remove whatever appeared at the target.
                 self._abandon(f, target)
                 raise
-            f.close()
+            with self.talking():
+                f.close()
             return
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"

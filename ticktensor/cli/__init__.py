@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ticktensor import __version__
 from ticktensor.errors import TickTensorError
+from ticktensor.store import object_store_error
 
 from . import _bench, _demo, _info, _ingest, _reliability, _train, _verify
 
@@ -34,6 +35,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
     except TickTensorError as exc:
         print(f"ticktensor {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # an object store that did not answer, from any stage
+        error = object_store_error(exc)
+        if error is None:
+            raise
+        print(f"ticktensor {args.command}: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"ticktensor {args.command}: interrupted", file=sys.stderr)
