@@ -1,14 +1,17 @@
 """Lightning DDP on the CPU (2 processes, gloo) over a ticktensor loader.
 
 Usage: ``python _lightning_ddp.py STORE OUT``. Lightning starts rank 1 by running this
-script again. Three fits, one after the other in the same processes:
+script again. Four fits, one after the other in the same processes:
 
 - ``datamodule``: the loader is built in ``LightningDataModule.train_dataloader()``;
 - ``before_fit``: the loader is built first thing in the script (before Lightning has
   set any environment variable or process group) and passed to ``fit``; a checkpoint
   is saved after batch ``RESUME_AFTER`` of epoch 1 (rank 0 writes it, with rank 0's
   loader state);
-- ``resumed``: a new loader and model continue from that checkpoint.
+- ``resumed``: a new loader and model continue from that checkpoint;
+- ``limited``: another loader built first thing, with ``limit_train_batches=2``: each
+  epoch's pass is abandoned after 2 batches, so epoch 1 has its own order only if
+  Lightning's ``loader.sampler.set_epoch(1)`` reached the loader.
 
 Each rank writes the ids it trained on, one per line, to
 ``OUT/{MODE}/epoch{E}-rank{R}.txt``. Run by ``test_lightning.py``.
@@ -94,15 +97,21 @@ def main() -> None:
         "ignore", "You're resuming from a checkpoint that ended before the epoch ended"
     )
     url, out = sys.argv[1], Path(sys.argv[2])
-    early = loader(url)
+    early, early_limited = loader(url), loader(url)
     fit(Recorder(out / "datamodule"), datamodule=Windows(url))
     ckpt = out / "mid.ckpt"
     fit(Recorder(out / "before_fit"), [SaveAt(ckpt)], train_dataloaders=early)
     if ckpt.exists():  # else epoch 1 never reached that batch: the test says so
         fit(Recorder(out / "resumed"), train_dataloaders=loader(url), ckpt_path=str(ckpt))
+    fit(Recorder(out / "limited"), train_dataloaders=early_limited, limit_train_batches=2)
 
 
-def fit(model: Recorder, callbacks: list[pl.Callback] | None = None, **data: object) -> None:
+def fit(
+    model: Recorder,
+    callbacks: list[pl.Callback] | None = None,
+    limit_train_batches: int | None = None,
+    **data: object,
+) -> None:
     model.out.mkdir(exist_ok=True)
     trainer = pl.Trainer(
         accelerator="cpu",
@@ -116,6 +125,7 @@ def fit(model: Recorder, callbacks: list[pl.Callback] | None = None, **data: obj
         logger=False,
         log_every_n_steps=1,
         callbacks=callbacks,
+        limit_train_batches=limit_train_batches,
     )
     trainer.fit(model, **data)
 

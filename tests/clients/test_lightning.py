@@ -179,17 +179,43 @@ def ddp_run(store_url: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def ddp_order(version: StoreVersion, rank: int, epoch: int) -> list[int]:
+    """The ids of ``rank``'s pass of ``epoch`` (of 2 ranks), from a loader told its rank."""
+    ours = DataLoader(
+        WindowDataset(version, WINDOW),
+        batch_size=BATCH,
+        shuffle=True,
+        fast=FastOptions(seed=3, rank=rank, world_size=2),  # seed as in _lightning_ddp.py
+    )
+    ours.set_epoch(epoch)
+    return [i for x, _ in ours for i in ids(x)]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["datamodule", "before_fit"])
-def test_ddp_ranks_get_disjoint_complete_shards(ddp_run: Path, mode: str) -> None:
+def test_ddp_ranks_get_disjoint_complete_shards(
+    ddp_run: Path, version: StoreVersion, mode: str
+) -> None:
     orders = []
     for epoch in range(2):
         r0, r1 = (read_ids(ddp_run / mode / f"epoch{epoch}-rank{r}.txt") for r in range(2))
         assert (len(r0), len(r1)) == (len(ALL_IDS) // 2,) * 2, epoch  # 4 batches of 8 each
         assert not set(r0) & set(r1), f"epoch {epoch}: the ranks trained on the same samples"
         assert set(r0) | set(r1) == ALL_IDS
+        # Rank r's slice of every global step: what a loader told its rank yields.
+        assert [r0, r1] == [ddp_order(version, r, epoch) for r in range(2)], epoch
         orders.append(r0)
     assert orders[0] != orders[1], "epoch 1 repeats epoch 0's order"
+
+
+@pytest.mark.slow
+def test_ddp_limited_epochs_follow_lightnings_set_epoch(
+    ddp_run: Path, version: StoreVersion
+) -> None:
+    for epoch in range(2):
+        for rank in range(2):
+            seen = read_ids(ddp_run / "limited" / f"epoch{epoch}-rank{rank}.txt")
+            assert seen == ddp_order(version, rank, epoch)[: 2 * BATCH], (epoch, rank)
 
 
 @pytest.mark.slow
