@@ -10,7 +10,10 @@ Each rank writes the ids it trained on, one per line, to ``OUT/epoch{E}-rank{R}.
 the loader's own pass to ``OUT/epoch2-rank{R}.txt``. What is wrong with the torch views
 of the loader (``sampler``, ``len``, ``skip_first_batches``) goes to
 ``OUT/views-rank{R}.txt``, and the script carries on, so that the shards are checked
-either way. Run by ``test_accelerate.py``.
+either way. Last, an evaluation over the 57 windows of symbols S0 and S1 (not a multiple
+of 2 x 8: the last global step is padded) gathers ids with
+``accelerator.gather_for_metrics``; rank 0 writes them to ``OUT/gathered.txt``. Run by
+``test_accelerate.py``.
 """
 
 from __future__ import annotations
@@ -68,6 +71,12 @@ def main() -> None:
     write(out / f"skip1-rank{rank}.txt", skipped)
     write(out / f"epoch{EPOCHS}-rank{rank}.txt", [i for x, _ in loader for i in ids(x)])
     (out / f"views-rank{rank}.txt").write_text("".join(f"{p}\n" for p in problems))
+    evaluation = WindowDataset(open_store(url), WINDOW, symbols=["S0", "S1"])
+    gathered: list[int] = []
+    for x, _ in accelerator.prepare(DataLoader(evaluation, batch_size=BATCH)):
+        gathered += [int(v) for v in accelerator.gather_for_metrics(x[:, 0, 0]).tolist()]
+    if accelerator.is_main_process:
+        write(out / "gathered.txt", gathered)
     accelerator.end_training()
 
 

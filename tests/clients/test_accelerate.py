@@ -176,3 +176,17 @@ def test_torchrun_torch_views_of_a_rank(torchrun_run: Path) -> None:
         assert (torchrun_run / f"views-rank{rank}.txt").read_text() == "", rank
         skipped = read_ids(torchrun_run / f"skip1-rank{rank}.txt")
         assert skipped == read_ids(torchrun_run / f"epoch2-rank{rank}.txt")[BATCH:], rank
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="accelerate drops the padding of the last step in gather_for_metrics only for "
+    "loaders it wraps (it tracks their last batch); ours is returned unwrapped",
+    strict=True,
+)
+def test_torchrun_gather_for_metrics_sees_each_sample_once(torchrun_run: Path) -> None:
+    """57 samples over 2 ranks of 8: torch's loader under accelerate gathers 57 ids, the
+    7 wrapped-around duplicates of the last step dropped."""
+    expected = sorted(i for i in ALL_IDS if i < 2000)  # symbols S0 and S1
+    assert len(expected) == 57
+    assert sorted(read_ids(torchrun_run / "gathered.txt")) == expected
