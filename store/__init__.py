@@ -19,6 +19,7 @@ from ._manifest import (
     TableRecord,
 )
 from ._object_errors import object_store_error
+from ._query import duckdb_relation, table_dataset, table_files
 from ._repair import RepairReport
 from ._segments import SegmentArrays
 from ._store import Store
@@ -42,8 +43,11 @@ __all__ = [
     "StoreVersion",
     "TableRecord",
     "VerifyReport",
+    "duckdb_relation",
     "object_store_error",
     "open_store",
+    "table_dataset",
+    "table_files",
 ]
 
 

@@ -1,4 +1,4 @@
-"""``ticktensor info STORE``: versions, symbols, rows, bytes and codec of a store."""
+"""``ticktensor info STORE``: versions, symbols, rows, bytes, codec and table files of a store."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ticktensor.store import Store
+from ticktensor.store import Store, StoreVersion, table_files
 
 from ._format import human_bytes, ns_to_iso
 
@@ -45,14 +45,7 @@ def store_info(store: Store, version: int | None = None) -> dict[str, Any]:
         "ts_end": max((s.ts_end for s in segs), default=None),
         "segment_bytes": sum(s.nbytes for s in segs),
         "segment_files": sum(len(s.files) for s in segs),
-        "tables": {
-            kind: {
-                "files": len(v.tables_of(kind)),
-                "rows": sum(t.rows for t in v.tables_of(kind)),
-                "bytes": sum(t.nbytes for t in v.tables_of(kind)),
-            }
-            for kind in sorted({t.kind for t in v.tables})
-        },
+        "tables": {kind: _tables_info(v, kind) for kind in sorted({t.kind for t in v.tables})},
         "bytes": v.nbytes,
         "stats_period": None if v.stats is None else list(v.stats.period),
         "versions": [
@@ -66,6 +59,19 @@ def store_info(store: Store, version: int | None = None) -> dict[str, Any]:
             }
             for m in store.versions()
         ],
+    }
+
+
+def _tables_info(version: StoreVersion, kind: str) -> dict[str, Any]:
+    """Counts of the version's ``kind`` tables and their files: ``paths`` relative to the
+    store root, ``urls`` absolute (local stores) or fsspec URLs, both in key order."""
+    records = version.tables_of(kind)
+    return {
+        "files": len(records),
+        "rows": sum(t.rows for t in records),
+        "bytes": sum(t.nbytes for t in records),
+        "paths": [t.path for t in records],
+        "urls": list(table_files(version, kind)),
     }
 
 
