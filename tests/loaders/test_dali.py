@@ -214,3 +214,30 @@ def test_an_empty_pass_and_an_error_in_the_first_batch(
     with pytest.raises(OSError, match="no such chunk"):
         next(iter(loader))
     assert loader.state_dict()["samples_consumed"] == 0
+
+
+def test_a_pass_frees_its_pipeline_without_the_cyclic_collector(version: StoreVersion) -> None:
+    """Each pass builds a pipeline; a finished or abandoned pass frees it (and its threads)
+    by reference counting, so epochs do not pile pipelines up until a gc.collect()."""
+    import gc
+
+    from nvidia.dali.pipeline import Pipeline
+
+    def live() -> int:
+        return sum(issubclass(type(o), Pipeline) for o in gc.get_objects())
+
+    loader = DataLoader(dataset(version), batch_size=8, fast=FastOptions(backend="dali"))
+    gc.collect()
+    before = live()
+    gc.disable()
+    try:
+        it = iter(loader)
+        next(it)
+        assert live() == before + 1
+        del it  # abandoned mid-pass
+        assert live() == before
+        for _ in range(3):
+            collect(loader)  # whole passes
+            assert live() == before
+    finally:
+        gc.enable()
