@@ -81,6 +81,7 @@ class Location:
     url: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     root: str = field(init=False)
+    _local: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         url = os.fspath(self.url)
@@ -88,6 +89,7 @@ class Location:
         object.__setattr__(self, "url", url)
         object.__setattr__(self, "root", root.rstrip("/") or "/")
         object.__setattr__(self, "_owned_fs", (os.getpid(), fs))
+        object.__setattr__(self, "_local", isinstance(fs, LocalFileSystem))
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
@@ -114,7 +116,7 @@ class Location:
     @property
     def is_local(self) -> bool:
         """True when the store is on the local filesystem (mmap and file locks work)."""
-        return isinstance(self.fs, LocalFileSystem)
+        return self._local
 
     def path(self, rel: str) -> str:
         """The filesystem path of ``rel`` (a ``/``-separated path inside the store)."""
