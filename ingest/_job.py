@@ -8,6 +8,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -27,6 +28,8 @@ from ticktensor.schemas import EventKind, FeatureSpec
 from ticktensor.store import FeatureStats, Layout, SourceFile, Store, StoreVersion
 
 __all__ = ["FileReport", "IngestOptions", "IngestResult", "ingest"]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,10 @@ class IngestOptions:
         GIL; ``ray``: Ray tasks (see :func:`~ticktensor.ingest._engines.make_engine`).
     ts_range
         The declared ``[start, end)`` of the data in ns UTC: rows outside are quarantined.
+    stats_period
+        ``[start, end)`` in ns UTC over which the normalization statistics are computed
+        (the training period); replaces the feature spec's ``stats_period``, and is kept
+        with the spec in the store, so later ingests use it too.
     """
 
     format: str = "auto"
@@ -62,6 +69,7 @@ class IngestOptions:
     engine: Literal["local", "processes", "ray"] = "local"
     strict: bool = False
     ts_range: tuple[int, int] | None = None
+    stats_period: tuple[int, int] | None = None
     replace: bool = False
     message: str = ""
 
@@ -70,6 +78,8 @@ class IngestOptions:
             raise ConfigError(f"workers must be >= 1, got {self.workers}")
         if self.ts_range is not None and not self.ts_range[0] < self.ts_range[1]:
             raise ConfigError(f"ts_range start must be before end, got {self.ts_range}")
+        if self.stats_period is not None and not self.stats_period[0] < self.stats_period[1]:
+            raise ConfigError(f"stats_period start must be before end, got {self.stats_period}")
 
 
 @dataclass
@@ -252,7 +262,7 @@ def ingest(
         published=published,
         segments=sum(r.segment is not None for r in results),
         seconds=time.perf_counter() - t0,
-        notes=[r.note for r in results if r.note],
+        notes=[r.note for r in results if r.note] + _stats_notes(version, spec),
     )
 
 
@@ -289,6 +299,13 @@ def _phase_convert(
 
 
 def _spec(store: Store, options: IngestOptions, files: list[FileResult]) -> FeatureSpec | None:
+    spec = _base_spec(store, options, files)
+    if spec is None or options.stats_period is None:
+        return spec
+    return replace(spec, stats_period=options.stats_period)
+
+
+def _base_spec(store: Store, options: IngestOptions, files: list[FileResult]) -> FeatureSpec | None:
     from ticktensor.ingest.features import default_spec
 
     if options.spec is not None:
@@ -388,6 +405,28 @@ def _publish(
         replace=options.replace,
     )
     return version, version.version != base
+
+
+def _stats_notes(version: StoreVersion, spec: FeatureSpec | None) -> list[str]:
+    """A note when the declared stats period gave the version no statistics of its own."""
+    if spec is None or spec.stats_period is None:
+        return []
+    start, end = spec.stats_period
+    if version.stats is not None and version.stats.period == (start, end):
+        return []
+    kept = (
+        "no normalization statistics"
+        if version.stats is None
+        else "the statistics of period " + " .. ".join(map(_iso, version.stats.period))
+    )
+    return [
+        f"no feature rows fall in the stats period {_iso(start)} .. {_iso(end)} (end "
+        f"exclusive): version {version.version} has {kept}"
+    ]
+
+
+def _iso(ns: int) -> str:
+    return (EPOCH + timedelta(microseconds=ns // 1000)).isoformat().replace("+00:00", "Z")
 
 
 def _stats(

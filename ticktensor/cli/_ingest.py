@@ -25,6 +25,7 @@ from ticktensor.schemas import EventKind, parse_duration_ns
 from ticktensor.store import Codec, Layout
 
 from ._format import human_bytes
+from ._period import parse_period
 
 if TYPE_CHECKING:
     from ticktensor.ingest._job import IngestOptions, IngestResult
@@ -67,6 +68,13 @@ def register(sub: Any) -> None:
     p.add_argument("--strict", action="store_true", help="fail on the first bad row")
     p.add_argument("--start", type=date.fromisoformat, help="declared first day (UTC)")
     p.add_argument("--end", type=date.fromisoformat, help="declared day after the last")
+    p.add_argument(
+        "--stats-period",
+        type=parse_period,
+        metavar="START:END",
+        help="compute normalization statistics over [START, END) only (dates or ISO "
+        "timestamps, UTC unless zoned), e.g. 2024-01-02:2024-07-01; kept for later ingests",
+    )
     p.add_argument("--replace", action="store_true", help="supersede existing sessions")
     p.add_argument("--report", metavar="FILE", help="write per-file results as JSON")
     p.add_argument("--message", default="", help="version message")
@@ -150,6 +158,7 @@ def options_from_args(args: argparse.Namespace) -> IngestOptions:
         engine=args.engine,
         strict=args.strict,
         ts_range=None if start is None or end is None else (start, end),
+        stats_period=args.stats_period,
         replace=args.replace,
         message=args.message,
     )
