@@ -28,7 +28,7 @@ _CREDENTIALS_HELP: Final = (
 )
 # botocore exception classes, by name: botocore is optional (only s3fs brings it).
 _UNREACHABLE: Final = frozenset(
-    {"EndpointConnectionError", "ConnectTimeoutError", "ProxyConnectionError", "SSLError"}
+    {"EndpointConnectionError", "ConnectTimeoutError", "ProxyConnectionError"}
 )
 _NO_CREDENTIALS: Final = frozenset(
     {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}
@@ -88,7 +88,7 @@ def object_store_error(
             )
         if name in _NO_CREDENTIALS:
             return StoreError(f"{where}no object store credentials found; {_CREDENTIALS_HELP}")
-        code = _error_code(cause)
+        code, status = _error_code(cause)
         if code == "NoSuchBucket":
             bucket = _bucket(cause, url)
             endpoint = _endpoint(cause, options)
@@ -96,9 +96,10 @@ def object_store_error(
                 f"{where}bucket {bucket!r} does not exist at {endpoint}; create it "
                 f"(aws s3 mb s3://{bucket}) or name an existing bucket in the URL"
             )
-        if code in _DENIED:
+        if code in _DENIED or status == 403:  # a HEAD request's 403 has no code
             return StoreError(
-                f"{where}the object store refused the credentials ({code}); {_CREDENTIALS_HELP}"
+                f"{where}the object store denied access ({code}): the credentials are wrong "
+                f"or lack permission; {_CREDENTIALS_HELP}"
             )
     return None
 
@@ -113,13 +114,17 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def _error_code(exc: BaseException) -> str | None:
-    """The S3 error code of a botocore ``ClientError``."""
+def _error_code(exc: BaseException) -> tuple[str | None, int | None]:
+    """The S3 error code and HTTP status of a botocore ``ClientError``."""
     response: Any = getattr(exc, "response", None)
     if not isinstance(response, dict):
-        return None
+        return None, None
     code = response.get("Error", {}).get("Code")
-    return str(code) if code is not None else None
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return (
+        None if code is None else str(code),
+        status if isinstance(status, int) else None,
+    )
 
 
 def _bucket(exc: BaseException, url: str | None) -> str:

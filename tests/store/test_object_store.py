@@ -3,7 +3,9 @@ workers, and failures to reach the server reported in one line naming the settin
 
 from __future__ import annotations
 
+import json
 import pickle
+import urllib.request
 from typing import TYPE_CHECKING
 
 import pytest
@@ -125,3 +127,31 @@ def test_a_missing_file_stays_a_missing_file(s3_bucket: S3Bucket) -> None:
     with pytest.raises(FileNotFoundError) as info:
         location.read_bytes("nothing-here.json")
     assert not isinstance(info.value, StoreError)
+
+
+def test_refused_credentials_name_the_credential_settings(s3_bucket: S3Bucket) -> None:
+    # The server checks signatures against its IAM users from now on (moto's switch),
+    # so the test key is refused; the previous setting is restored afterwards.
+    previous = _server_auth(s3_bucket.endpoint, "0")
+    try:
+        with pytest.raises(StoreError) as info:
+            Store.open(s3_bucket.url("store"), storage_options=s3_bucket.storage_options)
+    finally:
+        _server_auth(s3_bucket.endpoint, previous)
+    message = str(info.value)
+    assert "the object store denied access (" in message
+    assert "AWS_ACCESS_KEY_ID" in message
+    assert "\n" not in message
+
+
+def _server_auth(endpoint: str, requests_before_auth: str) -> str:
+    """Set how many more requests the server serves unauthenticated; the previous count."""
+    request = urllib.request.Request(
+        f"{endpoint}/moto-api/reset-auth",
+        data=requests_before_auth.encode(),
+        headers={"Content-Type": "text/plain"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        answer = json.loads(response.read())
+    return str(answer["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"])
