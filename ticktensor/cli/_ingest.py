@@ -20,12 +20,13 @@ import sys
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
-from ticktensor.errors import ConfigError
+from ticktensor.errors import ConfigError, VersionConflictError
 from ticktensor.schemas import EventKind, parse_duration_ns
 from ticktensor.store import Codec, Layout
 
+from ._flag_types import parse_period, positive_int
 from ._format import human_bytes
-from ._period import parse_period
+from ._hints import INGEST_HINTS, in_cli_words
 
 if TYPE_CHECKING:
     from ticktensor.ingest._job import IngestOptions, IngestResult
@@ -57,10 +58,10 @@ def register(sub: Any) -> None:
     p.add_argument("--symbol", help="symbol for files without a symbol column")
     p.add_argument("--features", metavar="SPEC.toml", help="feature spec (default: by data)")
     p.add_argument("--codec", choices=[c.value for c in Codec], help="feature chunk codec")
-    p.add_argument("--chunk-rows", type=int, help="rows per feature chunk")
+    p.add_argument("--chunk-rows", type=positive_int, help="rows per feature chunk")
     p.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=os.cpu_count() or 1,
         help="parallel tasks: threads of this process for --engine local (default: cores)",
     )
@@ -78,7 +79,7 @@ def register(sub: Any) -> None:
     p.add_argument("--replace", action="store_true", help="supersede existing sessions")
     p.add_argument("--report", metavar="FILE", help="write per-file results as JSON")
     p.add_argument("--message", default="", help="version message")
-    p.add_argument("--batch-rows", type=int, default=1 << 20, help="rows per read batch")
+    p.add_argument("--batch-rows", type=positive_int, default=1 << 20, help="rows per read batch")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     csv = p.add_argument_group("generic CSV")
     csv.add_argument("--delimiter", default=",")
@@ -145,7 +146,14 @@ def options_from_args(args: argparse.Namespace) -> IngestOptions:
     start, end = _ns(args.start), _ns(args.end)
     if (start is None) != (end is None):
         raise ConfigError("--start and --end declare a range together; give both")
-    interval = parse_duration_ns(args.interval) if args.interval else None
+    if start is not None and end is not None and start >= end:
+        raise ConfigError(
+            f"--start {args.start} must be before --end {args.end} (the day after the last)"
+        )
+    try:
+        interval = parse_duration_ns(args.interval) if args.interval else None
+    except ConfigError as exc:
+        raise ConfigError(f"--interval: {exc}") from None
     read = ReadOptions(
         kind=kind, symbol=args.symbol, batch_rows=args.batch_rows, csv=csv, interval_ns=interval
     )
@@ -211,7 +219,10 @@ def _inference_lines(inference: dict[str, Any] | None) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from ticktensor.ingest._job import ingest
 
-    result = ingest(args.sources, args.out, options_from_args(args), progress=not args.quiet)
+    try:
+        result = ingest(args.sources, args.out, options_from_args(args), progress=not args.quiet)
+    except VersionConflictError as exc:
+        raise in_cli_words(exc, INGEST_HINTS) from exc
     if args.report:
         with open(args.report, "w") as f:
             json.dump([r.to_dict() for r in result.files], f, indent=2)

@@ -1,13 +1,34 @@
-"""``START:END`` periods of command-line flags: dates or ISO timestamps, UTC, end exclusive."""
+"""Types of command-line flag values, checked when the arguments are parsed.
+
+A type raises ``argparse.ArgumentTypeError``, which argparse reports as a usage error
+under the flag's name (``argument --workers: ...``), never the Python keyword behind it.
+"""
 
 from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
 
-__all__ = ["parse_period"]
+__all__ = ["parse_period", "positive_int"]
 
 _EXAMPLES = "e.g. 2024-01-02:2024-02-01 or 2024-01-02T14:30:2024-01-02T21:00"
+
+
+def positive_int(text: str) -> int:
+    """``text`` as an integer >= 1 (rows, workers ...).
+
+    Examples
+    --------
+    >>> positive_int("8")
+    8
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _instant_ns(text: str) -> int | None:
