@@ -37,7 +37,10 @@ def normalization(version: StoreVersion, names: tuple[str, ...]) -> tuple[Floats
     stats = version.stats
     if stats is None:
         raise ConfigError(
-            f"normalize=True but store version {version.version} has no feature statistics"
+            f"normalize=True but store version {version.version} has no feature statistics: "
+            "they are computed over a declared training period only (point-in-time); "
+            "declare one with `ticktensor ingest --stats-period START:END`, a feature "
+            "spec's stats_period, or Store.commit(stats=...)"
         )
     missing = [n for n in names if n not in stats.names]
     if missing:
