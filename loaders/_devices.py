@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 
 import torch
 
 from ticktensor.errors import ConfigError
 
-__all__ = ["resolve_device"]
+__all__ = ["accelerate_device", "resolve_device"]
+
+
+def accelerate_device() -> torch.device | None:
+    """The device of the ``accelerate.Accelerator`` this process created, if any.
+
+    accelerate is not imported here: a process that never imported it has none.
+    """
+    state = sys.modules.get("accelerate.state")
+    if state is None or not state.is_initialized():
+        return None
+    device: torch.device = state.AcceleratorState().device
+    return device
 
 
 def resolve_device(
-    device: torch.device | None,
+    device: torch.device | str | None,
     *,
     env: Mapping[str, str] | None = None,
     current: Callable[[], int] | None = None,
@@ -25,7 +38,9 @@ def resolve_device(
     GPU (copy stream, events, resident chunks, DALI's ``device_id``) then uses that one
     index, also from its own threads, instead of each thread's current device (device 0
     in a new thread, which would put every rank's work, and a CUDA context, on GPU 0).
-    Other devices are returned as they are.
+    Other devices are returned as they are. ``"auto"`` is :func:`accelerate_device`
+    when an ``Accelerator`` exists, else this rank's GPU when CUDA is available, else
+    the CPU.
 
     Examples
     --------
@@ -34,8 +49,13 @@ def resolve_device(
     >>> resolve_device(torch.device("cuda", 3), env={"LOCAL_RANK": "1"})
     device(type='cuda', index=3)
     """
-    if device is None or device.type != "cuda":
-        return device
+    if device == "auto":
+        chosen = accelerate_device()
+        if chosen is None:
+            chosen = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return resolve_device(chosen, env=env, current=current)
+    if device is None or isinstance(device, str) or device.type != "cuda":
+        return None if isinstance(device, str) else device
     given: int | None = device.index  # torch types it int; it is None for a bare "cuda"
     if given is not None:
         return device

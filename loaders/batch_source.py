@@ -65,6 +65,7 @@ class Delivery:
     copy: Deliver
     pin: bool
     memory: str
+    device: torch.device | None = None
     device_chunks: DeviceChunks | None = None
     dali_scale: tuple[Any, Any] | None = None
     fences: Fences | None = None
@@ -72,8 +73,10 @@ class Delivery:
     @classmethod
     def build(cls, dataset: WindowDataset, options: FastOptions, pin_memory: bool) -> Delivery:
         """Check the options against ``dataset`` and allocate what delivery needs."""
-        device = resolve_device(options.torch_device)
+        device = resolve_device(options.device)
         dali, resident = options.dali, options.resident
+        if resident is not None and device is None:
+            raise ConfigError("residency='device' needs device= (it resolved to none)")
         cuda = torch.cuda.is_available()
         copy: Deliver = host_delivery
         if device is not None and device.type == "cuda" and dali is None and resident is None:
@@ -92,7 +95,7 @@ class Delivery:
             rank_gpu = resolve_device(torch.device("cuda"))
             assert rank_gpu is not None  # a bare cuda always resolves
             fences = CudaFences(rank_gpu)
-        return cls(copy, pin, memory, device_chunks, scale, fences)
+        return cls(copy, pin, memory, device, device_chunks, scale, fences)
 
     @property
     def receive(self) -> Any:
@@ -215,7 +218,7 @@ def _through_dali(
     """The pass's host batches through a DALI pipeline (normalize, cast)."""
     dali = options.dali
     assert dali is not None  # only called for the DALI backend
-    device = resolve_device(options.torch_device)
+    device = delivery.device
     device_id = None
     if device is not None and device.type == "cuda":  # pragma: no cover - GPU only
         device_id = device.index

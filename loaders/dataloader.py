@@ -350,7 +350,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
     @property
     def device(self) -> torch.device | None:
         """Where batches are delivered (``None``: the CPU, zero-copy)."""
-        return self.options.torch_device
+        return self._delivery.device
 
     @property
     def prefetch(self) -> int:

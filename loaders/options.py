@@ -47,7 +47,10 @@ class FastOptions:
         are full. Default: on when ``world_size > 1``.
     device
         Copy each batch to this device (for CUDA: ``non_blocking`` on a side stream from
-        pinned buffers). Default: batches stay on the CPU, as with torch.
+        pinned buffers); a bare ``"cuda"`` is this rank's GPU (``cuda:LOCAL_RANK``).
+        ``"auto"``: the device of an ``accelerate.Accelerator`` created before the
+        loader, else this rank's GPU when CUDA is available, else the CPU. Default:
+        batches stay on the CPU, as with torch.
     prefetch
         Batches assembled ahead of the consumer (the ring's depth). Default:
         ``prefetch_factor`` when given, else 2.
@@ -79,7 +82,7 @@ prefetch=4, readahead=16, backend='torch', residency='host', engine='auto')
     rank: int | None = None
     world_size: int | None = None
     pad: bool | None = None
-    device: torch.device | str | None = None
+    device: torch.device | Literal["auto"] | str | None = None
     prefetch: int | None = None
     readahead: int = 16
     backend: Literal["torch", "dali"] | DaliOptions = "torch"
@@ -98,7 +101,7 @@ prefetch=4, readahead=16, backend='torch', residency='host', engine='auto')
             raise ConfigError(f"rank {self.rank} is not below world_size {self.world_size}")
         if self.pad is not None and not isinstance(self.pad, bool):
             raise ConfigError(f"pad: expected True, False or None, got {self.pad!r}")
-        if self.device is not None:
+        if self.device is not None and self.device != "auto":
             try:
                 device = torch.device(self.device)
             except (RuntimeError, TypeError) as exc:
@@ -124,7 +127,7 @@ prefetch=4, readahead=16, backend='torch', residency='host', engine='auto')
         dali, resident, target = self.dali, self.resident, self.torch_device
         if dali is not None and resident is not None:
             raise ConfigError("backend='dali' and residency='device' do not combine: pick one")
-        if resident is not None and target is None:
+        if resident is not None and target is None and self.device != "auto":
             raise ConfigError(
                 "residency='device' needs device= (e.g. 'cuda'; 'cpu' runs it on host tensors)"
             )
@@ -140,7 +143,9 @@ prefetch=4, readahead=16, backend='torch', residency='host', engine='auto')
 
     @property
     def torch_device(self) -> torch.device | None:
-        """:attr:`device` as a ``torch.device`` (``None``: batches stay on the CPU)."""
+        """:attr:`device` as a ``torch.device`` (``None``: the CPU, or ``"auto"``, which
+        :func:`~ticktensor.loaders._devices.resolve_device` decides when the loader is
+        built)."""
         return self.device if isinstance(self.device, torch.device) else None
 
     @property

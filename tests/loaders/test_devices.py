@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -42,3 +43,31 @@ def test_explicit_and_other_devices_are_kept() -> None:
 def test_a_bad_local_rank_is_named() -> None:
     with pytest.raises(ConfigError, match="LOCAL_RANK='x' is not an integer"):
         resolve_device(torch.device("cuda"), env={"LOCAL_RANK": "x"})
+
+
+def test_auto_follows_an_accelerator_created_before_the_loader(tmp_path: Path) -> None:
+    """accelerate's ``prepare`` returns our loader unwrapped; ``device="auto"`` takes the
+    Accelerator's device instead (the CPU here, the rank's GPU under accelerate launch)."""
+    accelerate = pytest.importorskip("accelerate")
+    from accelerate.state import AcceleratorState
+
+    from ticktensor import DataLoader
+    from ticktensor.loaders import FastOptions, WindowDataset
+
+    from .test_dataloader import WINDOW, build_version
+
+    ds = WindowDataset(build_version(tmp_path / "store"), WINDOW)
+    assert (
+        DataLoader(ds, batch_size=4, fast=FastOptions(device="auto")).device
+        == torch.device("cuda", torch.cuda.current_device())
+        if torch.cuda.is_available()
+        else torch.device("cpu")
+    )
+    accelerator = accelerate.Accelerator(cpu=True)
+    try:
+        loader = accelerator.prepare(DataLoader(ds, batch_size=4, fast=FastOptions(device="auto")))
+        assert loader.device == accelerator.device
+        x, y = next(iter(loader))
+        assert x.device == y.device == accelerator.device
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
