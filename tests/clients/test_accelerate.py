@@ -49,13 +49,18 @@ def batch_ids(batches: Any) -> list[list[int]]:
     return [ids(x) for x, _ in batches]
 
 
+@pytest.mark.parametrize("device", ["given", "auto"])
 def test_prepare_returns_the_loader_placing_batches_itself(
-    version: StoreVersion, accelerator: Any
+    version: StoreVersion, accelerator: Any, device: str
 ) -> None:
-    ours = loader(version, device=accelerator.device)
+    # "auto": the device of the Accelerator created before the loader (on a CPU-only
+    # machine both are the CPU; with CUDA this is where the two ways must agree).
+    ours = loader(version, device=accelerator.device if device == "given" else "auto")
     assert accelerator.prepare(ours) is ours
-    x, y = next(iter(ours))
     # accelerate may name the device without its index ("cuda" for "cuda:0").
+    assert ours.device is not None
+    assert ours.device.type == accelerator.device.type
+    x, y = next(iter(ours))
     assert x.device.type == y.device.type == accelerator.device.type
     assert (x.shape, y.shape) == ((BATCH, WINDOW, 3), (BATCH, 1))
 
