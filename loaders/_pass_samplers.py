@@ -44,11 +44,10 @@ def _count(loader: PlannedLoader) -> int:
     return int(counts.sum())
 
 
-class PassSampler(Sampler[int]):
-    """This rank's sample indices of the pass ``iter(loader)`` starts next, in order."""
+class _NextPass:
+    """Iterates this rank's sample indices of the pass ``iter(loader)`` starts next."""
 
-    def __init__(self, loader: PlannedLoader) -> None:
-        self._loader = loader
+    _loader: PlannedLoader
 
     def __iter__(self) -> Iterator[int]:
         for batch in _batches(self._loader):
@@ -57,12 +56,19 @@ class PassSampler(Sampler[int]):
     def __len__(self) -> int:
         return _count(self._loader)
 
+
+class PassSampler(_NextPass, Sampler[int]):
+    """This rank's sample indices of the pass ``iter(loader)`` starts next, in order."""
+
+    def __init__(self, loader: PlannedLoader) -> None:
+        self._loader = loader
+
     def set_epoch(self, epoch: int) -> None:
         """Set the loader's epoch (what ``DistributedSampler.set_epoch`` users call)."""
         self._loader.set_epoch(epoch)
 
 
-class ShardSampler(DistributedSampler[Any]):
+class ShardSampler(_NextPass, DistributedSampler[Any]):
     """:class:`PassSampler` as a ``DistributedSampler`` for a loader sharded over ranks.
 
     Its ``rank``, ``num_replicas``, ``seed``, ``shuffle`` and ``drop_last`` describe the
@@ -89,13 +95,6 @@ class ShardSampler(DistributedSampler[Any]):
             drop_last=drop_last,
         )
         self._loader = loader
-
-    def __iter__(self) -> Iterator[int]:
-        for batch in _batches(self._loader):
-            yield from batch.tolist()
-
-    def __len__(self) -> int:
-        return _count(self._loader)
 
     def set_epoch(self, epoch: int) -> None:
         """Set the loader's epoch."""

@@ -238,16 +238,11 @@ class _Shared:
                 copying = copying or slot
         if copying is not None and len(self.slots) >= self.max_slots:
             return copying
-        slot = self.make_slot()
-        self.stats.slots_allocated += 1
-        if len(self.slots) < self.max_slots:
-            self.slots.append(slot)
-        else:
-            # The consumer keeps old batches (``list(loader)``): this buffer becomes theirs.
-            self.stats.slots_given_away += 1
-        return slot
+        return self._new_slot()
 
     def _new_slot(self) -> Slot:
+        """A new slot, in the ring while it has room; past that the consumer keeps old
+        batches (``list(loader)``) and this buffer becomes theirs."""
         slot = self.make_slot()
         self.stats.slots_allocated += 1
         if len(self.slots) < self.max_slots:
