@@ -22,15 +22,13 @@ from ._manifest import (
     _list,
     _names,
     _segment_from_dict,
-    _segment_to_dict,
     _stats_from_dict,
-    _stats_to_dict,
     _str,
     _table_from_dict,
-    _table_to_dict,
     canonical_json,
     check_record_paths,
     load_json,
+    version_fields,
 )
 
 __all__ = ["LOG_FORMAT", "CheckpointRef", "LogEntry", "RemovedRecord"]
@@ -85,19 +83,7 @@ class LogEntry:
         doc = {
             "format": LOG_FORMAT,
             "format_version": FORMAT_VERSION,
-            "version": self.version,
-            "parent": self.parent,
-            "parent_sha256": self.parent_sha256,
-            "created": self.created,
-            "message": self.message,
-            "feature_names": list(self.feature_names),
-            "label_names": list(self.label_names),
-            "stats": None if self.stats is None else _stats_to_dict(self.stats),
-            "attributes": dict(self.attributes),
-            "segments": [
-                _segment_to_dict(s, self.feature_names, self.label_names) for s in self.segments
-            ],
-            "tables": [_table_to_dict(t) for t in self.tables],
+            **version_fields(self),
             "removed_segments": [
                 _removed_to_dict(r, ("symbol", "session")) for r in self.removed_segments
             ],

@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from ticktensor.errors import FormatVersionError, StoreCorruptError
 
@@ -172,19 +172,7 @@ class Manifest:
         doc = {
             "format": "ticktensor.checkpoint",
             "format_version": FORMAT_VERSION,
-            "version": self.version,
-            "parent": self.parent,
-            "parent_sha256": self.parent_sha256,
-            "created": self.created,
-            "message": self.message,
-            "feature_names": list(self.feature_names),
-            "label_names": list(self.label_names),
-            "stats": None if self.stats is None else _stats_to_dict(self.stats),
-            "attributes": dict(self.attributes),
-            "segments": [
-                _segment_to_dict(s, self.feature_names, self.label_names) for s in self.segments
-            ],
-            "tables": [_table_to_dict(t) for t in self.tables],
+            **version_fields(self),
         }
         return canonical_json(doc)
 
@@ -433,3 +421,58 @@ def _float(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"expected a number, got {value!r:.60}")
     return float(value)
+
+
+class _VersionFields(Protocol):
+    """What a checkpoint and a log entry both record of a version."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def parent(self) -> int | None: ...
+
+    @property
+    def parent_sha256(self) -> str | None: ...
+
+    @property
+    def created(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def feature_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def label_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def stats(self) -> FeatureStats | None: ...
+
+    @property
+    def attributes(self) -> Mapping[str, Any]: ...
+
+    @property
+    def segments(self) -> tuple[SegmentRecord, ...]: ...
+
+    @property
+    def tables(self) -> tuple[TableRecord, ...]: ...
+
+
+def version_fields(v: _VersionFields) -> dict[str, Any]:
+    """The JSON fields a checkpoint and a log entry share: the version, its parent, names,
+    statistics, attributes, and its segments and tables (all, or those it adds)."""
+    return {
+        "version": v.version,
+        "parent": v.parent,
+        "parent_sha256": v.parent_sha256,
+        "created": v.created,
+        "message": v.message,
+        "feature_names": list(v.feature_names),
+        "label_names": list(v.label_names),
+        "stats": None if v.stats is None else _stats_to_dict(v.stats),
+        "attributes": dict(v.attributes),
+        "segments": [_segment_to_dict(s, v.feature_names, v.label_names) for s in v.segments],
+        "tables": [_table_to_dict(t) for t in v.tables],
+    }
