@@ -319,3 +319,20 @@ def test_errors_say_what_was_wrong(version: StoreVersion, tmp_path: Path) -> Non
         ds.get_batch(np.array([0.5]))
     with pytest.raises(ConfigError, match="labels_out"):
         ds.get_batch(np.array([0]), labels_out=np.zeros((1, 3), np.float32))
+
+
+def test_getitems_is_getitem_in_one_gather(version: StoreVersion) -> None:
+    """torch's loader calls ``__getitems__`` for a whole batch when a dataset has it."""
+    ds = WindowDataset(version, 5)
+    picks = [7, 0, -1, 7, len(ds) - 2]
+    pairs = ds.__getitems__(picks)
+    assert len(pairs) == len(picks)
+    for (x, y), i in zip(pairs, picks, strict=True):
+        want_x, want_y = ds[i]
+        assert torch.equal(x, want_x)
+        assert torch.equal(y, want_y)
+    assert ds.__getitems__([]) == []
+    with pytest.raises(IndexError, match=f"sample {len(ds)} out of range"):
+        ds.__getitems__([0, len(ds)])
+    batches = list(torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=lambda s: s))
+    assert sum(len(b) for b in batches) == len(ds)
