@@ -1,13 +1,26 @@
 """From raw market data to a store: readers, normalization, synthetic data, bars and features.
 
-The public modules are :mod:`ticktensor.ingest.synthetic` (deterministic synthetic
-quotes and trades), :mod:`ticktensor.ingest.bars` (time, volume and dollar bars) and
-:mod:`ticktensor.ingest.features` (point-in-time features, labels and training
-stats); their main entry points are re-exported here.
+:func:`ingest` is the job behind ``ticktensor ingest``: input files in, one new store
+version out, configured by :class:`IngestOptions` and reported by :class:`IngestResult`;
+:func:`validate_inputs` runs its reading and validation alone and publishes nothing.
+The public modules are :mod:`ticktensor.ingest.readers` (vendor formats and their
+detection), :mod:`ticktensor.ingest.synthetic` (deterministic synthetic quotes and
+trades), :mod:`ticktensor.ingest.bars` (time, volume and dollar bars) and
+:mod:`ticktensor.ingest.features` (point-in-time features, labels and training stats);
+their main entry points are re-exported here.
+
+Examples
+--------
+>>> from ticktensor.ingest import IngestOptions, ingest
+>>> from ticktensor.ingest.readers import ReadOptions
+>>> options = IngestOptions(workers=1, read=ReadOptions(kind="trades"))
+>>> options.format
+'auto'
 """
 
 from __future__ import annotations
 
+from ._job import FileReport, IngestOptions, IngestResult, ingest, validate_inputs
 from .bars import dollar_bars, make_bars, time_bars, volume_bars
 from .features import (
     DEMO_FEATURE_SPEC,
@@ -29,6 +42,9 @@ __all__ = [
     "FEATURES",
     "FeatureArrays",
     "FeatureStatsAccumulator",
+    "FileReport",
+    "IngestOptions",
+    "IngestResult",
     "SyntheticMarket",
     "build_features",
     "compute_features",
@@ -37,10 +53,12 @@ __all__ = [
     "dollar_bars",
     "dump_spec",
     "generate_day",
+    "ingest",
     "iter_days",
     "known_features",
     "load_spec",
     "make_bars",
     "time_bars",
+    "validate_inputs",
     "volume_bars",
 ]

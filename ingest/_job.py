@@ -25,9 +25,9 @@ from ticktensor.ingest._staging import Staging, group_parts
 from ticktensor.ingest.readers import detect, get_reader, kind_from_columns
 from ticktensor.ingest.readers._base import ReadOptions
 from ticktensor.schemas import EventKind, FeatureSpec
-from ticktensor.store import FeatureStats, Layout, SourceFile, Store, StoreVersion
+from ticktensor.store import FeatureStats, Layout, Location, SourceFile, Store, StoreVersion
 
-__all__ = ["FileReport", "IngestOptions", "IngestResult", "ingest"]
+__all__ = ["FileReport", "IngestOptions", "IngestResult", "ingest", "validate_inputs"]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -52,7 +52,8 @@ class IngestOptions:
     engine
         ``local``: threads of this process (the heavy work releases the GIL);
         ``processes``: spawned worker processes, for readers whose decoding holds the
-        GIL; ``ray``: Ray tasks (see :func:`~ticktensor.ingest._engines.make_engine`).
+        GIL; ``ray``: Ray tasks (on the cluster at ``RAY_ADDRESS``, else on a local Ray
+        started for the job).
     ts_range
         The declared ``[start, end)`` of the data in ns UTC: rows outside are quarantined.
     stats_period
@@ -177,14 +178,14 @@ MIN_BYTES_PER_WORKER = 32 << 20
 
 
 def _engine(
-    options: IngestOptions, planned: list[tuple[Input, str]], store: Store
+    options: IngestOptions, planned: list[tuple[Input, str]], out: str
 ) -> tuple[Literal["local", "processes", "ray"], int]:
-    """The engine kind and worker count for this job."""
+    """The engine kind and worker count for this job (writing to the store ``out``)."""
     if options.engine == "local":
         # Threads share this process (memory:// included) and start in microseconds: each
         # phase keeps as many busy as it has tasks (files, then (symbol, session) pairs).
         return "local", options.workers
-    in_memory = store.url.startswith("memory://") or any(
+    in_memory = out.startswith("memory://") or any(
         s.url.startswith("memory://") for s, _ in planned
     )
     if in_memory:
@@ -214,8 +215,8 @@ def ingest(
     planned, reports = _plan(sources, options.format)
     store = Store.create(out, layout=options.layout, exist_ok=True)
     base = store.latest_version()
-    staging = Staging(store.location, f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}")
-    kind, workers = _engine(options, planned, store)
+    staging = Staging(store.location, _job_id())
+    kind, workers = _engine(options, planned, store.url)
     try:
         with make_engine(kind, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)
@@ -264,6 +265,52 @@ def ingest(
         seconds=time.perf_counter() - t0,
         notes=[r.note for r in results if r.note] + _stats_notes(version, spec),
     )
+
+
+def validate_inputs(
+    inputs: Sequence[str],
+    out: str,
+    options: IngestOptions | None = None,
+    *,
+    progress: bool = True,
+) -> list[FileReport]:
+    """What :func:`ingest` would keep and quarantine of each input, publishing nothing.
+
+    The job's first phase alone: every file is read and validated as ``ingest`` reads
+    it, its rows staged below the store ``out``'s ``staging/`` area, which is removed
+    before returning; no version is written. ``rows_stored`` counts the rows that pass
+    validation: duplicates are found later, when a job assembles each (symbol, session)
+    across files, so a full ingest may quarantine some of them.
+    """
+    options = options or IngestOptions()
+    planned, reports = _plan(expand_inputs(list(inputs)), options.format)
+    staging = Staging(Location(out), _job_id())
+    kind, workers = _engine(options, planned, out)
+    try:
+        with make_engine(kind, workers) as engine:
+            files = _phase_convert(engine, planned, staging, options, progress)
+    finally:
+        staging.remove()
+    reports += [
+        FileReport(
+            f.file,
+            f.format,
+            f.schema,
+            f.rows_read,
+            f.rows_kept,
+            f.rows_quarantined,
+            f.seconds,
+            f.bytes,
+            dict(f.rules),
+            inference=f.inference,
+        )
+        for f in files
+    ]
+    return sorted(reports, key=lambda r: r.file)
+
+
+def _job_id() -> str:
+    return f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
 
 
 def _phase_convert(

@@ -16,8 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ticktensor.schemas import EventKind
-from ticktensor.store import Location
-from ticktensor.store._location import safe_component
+from ticktensor.store import Location, safe_component
 
 __all__ = ["Staging", "repeated"]
 

@@ -9,7 +9,7 @@ Examples
 
 from __future__ import annotations
 
-from ._conform import conform
+from ._conform import cast_columns, conform
 from ._events import (
     ACTIONS,
     MBP_DEPTH,
@@ -50,6 +50,7 @@ __all__ = [
     "LabelSpec",
     "ValidationResult",
     "Violation",
+    "cast_columns",
     "conform",
     "parse_bar_rule",
     "parse_duration_ns",

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._layout import Codec, Layout
-from ._location import Location
+from ._location import Location, safe_component
+from ._log import LogEntry
 from ._manifest import (
     FORMAT_VERSION,
     FeatureStats,
@@ -33,6 +34,7 @@ __all__ = [
     "FileEntry",
     "Layout",
     "Location",
+    "LogEntry",
     "Manifest",
     "RepairReport",
     "SegmentArrays",
@@ -46,6 +48,7 @@ __all__ = [
     "duckdb_relation",
     "object_store_error",
     "open_store",
+    "safe_component",
     "table_dataset",
     "table_files",
 ]

@@ -32,6 +32,7 @@ __all__ = [
     "CsvReader",
     "EventBatch",
     "Inference",
+    "Input",
     "ParquetReader",
     "ReadOptions",
     "Reader",

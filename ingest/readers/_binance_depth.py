@@ -21,8 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ticktensor.ingest._sources import Input
-from ticktensor.schemas import MBP_DEPTH, EventKind
-from ticktensor.schemas._conform import cast_columns
+from ticktensor.schemas import MBP_DEPTH, EventKind, cast_columns
 
 from ._base import EventBatch, Inference, ReadOptions
 from ._columns import safe_cast

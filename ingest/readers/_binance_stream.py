@@ -23,8 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from ticktensor.ingest._sources import Input
-from ticktensor.schemas import MBP_DEPTH, EventKind, schema_for
-from ticktensor.schemas._conform import cast_columns
+from ticktensor.schemas import MBP_DEPTH, EventKind, cast_columns, schema_for
 
 from ._base import REJECT_SCHEMA, EventBatch, Inference, ReadOptions
 from ._depth_book import DepthBook

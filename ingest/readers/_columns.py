@@ -235,7 +235,7 @@ def convert(table: pa.Table, plan: ColumnPlan) -> tuple[pa.Table, list[Bad]]:
     """Normalize ``table`` (file columns) into the canonical columns of ``plan.kind``.
 
     Returns the canonical table (every field nullable, like
-    :func:`ticktensor.schemas._conform.cast_columns`) and the undecodable values.
+    :func:`ticktensor.schemas.cast_columns`) and the undecodable values.
     """
     schema = schema_for(plan.kind)
     n = table.num_rows

@@ -20,8 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from ticktensor.errors import InputError
-from ticktensor.schemas import EventKind, schema_for
-from ticktensor.schemas._conform import cast_columns
+from ticktensor.schemas import EventKind, cast_columns, schema_for
 
 from ._base import REJECT_SCHEMA, EventBatch, Inference, ReadOptions
 from ._dbn_metadata import Metadata, cstr, metadata_symbols

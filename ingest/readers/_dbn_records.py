@@ -142,7 +142,7 @@ def records_table(
     rec: npt.NDArray[Any], schema: str, kind: EventKind, dataset: str, symbols: pa.Array
 ) -> pa.Table:
     """Records of DBN ``schema`` (decoded by :func:`record_dtype`) as columns of ``kind``
-    (not yet cast: :func:`~ticktensor.schemas._conform.cast_columns` does that)."""
+    (not yet cast: :func:`~ticktensor.schemas.cast_columns` does that)."""
     layout = LAYOUTS[schema]
     ts_event = rec["ts_event"]
     cols: dict[str, Any] = {"ts_event": _ts(ts_event)}

@@ -12,8 +12,7 @@ import pyarrow as pa
 from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
 from ticktensor.ingest.readers._base import REJECT_SCHEMA, EventBatch, Reader, ReadOptions
-from ticktensor.schemas import EventKind, schema_for
-from ticktensor.schemas._conform import cast_columns
+from ticktensor.schemas import EventKind, cast_columns, schema_for
 
 from ._dbn_metadata import Metadata, metadata_symbols, read_metadata
 from ._dbn_mixed import split_mixed

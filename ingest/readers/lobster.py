@@ -22,8 +22,7 @@ from ticktensor.ingest.readers._text import (
     rejects_table,
     split_lines,
 )
-from ticktensor.schemas import MBP_DEPTH, EventKind
-from ticktensor.schemas._conform import cast_columns
+from ticktensor.schemas import MBP_DEPTH, EventKind, cast_columns
 
 __all__ = ["LobsterReader"]
 

@@ -15,8 +15,7 @@ from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
 from ticktensor.ingest.readers._base import EventBatch, Reader, ReadOptions
 from ticktensor.ingest.readers._text import Lines, parse_numbers, rejects_table, split_lines
-from ticktensor.schemas import MBP_DEPTH, EventKind
-from ticktensor.schemas._conform import cast_columns
+from ticktensor.schemas import MBP_DEPTH, EventKind, cast_columns
 
 __all__ = ["TardisReader"]
 

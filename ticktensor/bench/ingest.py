@@ -77,8 +77,8 @@ def generate(path: Path, rows: int, symbols: int, days: int, seed: int = 0) -> N
 
 def run_ticktensor(csv: Path, out: Path, workers: int) -> int:
     """``ticktensor ingest``'s job on the CSV: validated, sorted, features, one version."""
-    from ticktensor.ingest._job import IngestOptions, ingest
-    from ticktensor.ingest.readers._base import ReadOptions
+    from ticktensor.ingest import IngestOptions, ingest
+    from ticktensor.ingest.readers import ReadOptions
     from ticktensor.schemas import EventKind
 
     opts = IngestOptions(format="csv", read=ReadOptions(kind=EventKind.TRADES), workers=workers)

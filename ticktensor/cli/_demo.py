@@ -28,8 +28,13 @@ import zarr
 import zstandard
 
 from ticktensor.errors import ValidationError
-from ticktensor.ingest import SyntheticMarket, demo_feature_spec, generate_day
-from ticktensor.ingest._job import IngestOptions, ingest
+from ticktensor.ingest import (
+    IngestOptions,
+    SyntheticMarket,
+    demo_feature_spec,
+    generate_day,
+    ingest,
+)
 from ticktensor.ingest.dbn_writer import encode_dbn
 from ticktensor.kernels import ThreadPool, WindowGather
 from ticktensor.schemas import EventKind

@@ -29,7 +29,7 @@ from ._format import human_bytes
 from ._hints import INGEST_HINTS, in_cli_words
 
 if TYPE_CHECKING:
-    from ticktensor.ingest._job import IngestOptions, IngestResult
+    from ticktensor.ingest import IngestOptions, IngestResult
 
 __all__ = ["register"]
 
@@ -114,8 +114,8 @@ def _ns(day: date | None) -> int | None:
 
 
 def options_from_args(args: argparse.Namespace) -> IngestOptions:
-    from ticktensor.ingest._job import IngestOptions
-    from ticktensor.ingest.readers._base import CsvFormat, ReadOptions
+    from ticktensor.ingest import IngestOptions
+    from ticktensor.ingest.readers import CsvFormat, ReadOptions
 
     columns = {}
     for item in filter(None, args.columns.split(",")):
@@ -217,7 +217,7 @@ def _inference_lines(inference: dict[str, Any] | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ticktensor.ingest._job import ingest
+    from ticktensor.ingest import ingest
 
     try:
         result = ingest(args.sources, args.out, options_from_args(args), progress=not args.quiet)

@@ -22,7 +22,7 @@ __all__ = ["main"]
 def _install(kill_at: int) -> Callable[[], int]:
     import zarr.storage
 
-    from ticktensor.store import _location
+    from ticktensor.store import Location
 
     steps = 0
 
@@ -50,7 +50,7 @@ def _install(kill_at: int) -> Callable[[], int]:
 
     zarr.storage.LocalStore.set = hooked_set  # type: ignore[method-assign]
     for name in ("write_atomic", "open_atomic", "remove_tree"):
-        wrap(_location.Location, name)
+        wrap(Location, name)
     wrap(os, "replace")
     return lambda: steps
 

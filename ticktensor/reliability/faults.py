@@ -97,9 +97,7 @@ def _check_after(url: str, before: tuple[int, bytes], ref: _Reference) -> str | 
     for seg in pinned.segments:
         pinned.read_segment(seg, verify=True)
     store.repair(grace_s=0)
-    from ticktensor.store._repair import find_orphans
-
-    left, _ = find_orphans(store.location, store.versions())
+    left = [rel for rel, _ in store.repair(grace_s=0, dry_run=True).removed]
     if left:
         return f"repair left orphans: {left[:3]}"
     store.verify(before[0])

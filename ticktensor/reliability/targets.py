@@ -1,8 +1,9 @@
 """Fuzz targets: every parser that reads untrusted bytes, wrapped as ``bytes -> outcome``.
 
 A target runs one input through the real code path (a reader inside the ingest job's
-phase one, the manifest parser, the store's pointer and header, the Zarr metadata and
-chunks of a segment) and checks what must hold for *any* input:
+first phase, :func:`ticktensor.ingest.validate_inputs`; the whole job on CSV; the
+manifest parser, the store's pointer and header, the Zarr metadata and chunks of a
+segment) and checks what must hold for *any* input:
 
 - the call ends in a result or in one of ticktensor's documented errors
   (:class:`~ticktensor.errors.TickTensorError` and its subclasses);
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,13 +28,9 @@ import numpy as np
 import pyarrow as pa
 
 from ticktensor.errors import ConfigError, TickTensorError
-from ticktensor.ingest._convert import ConvertTask, convert_file
-from ticktensor.ingest._sources import Input
-from ticktensor.ingest._staging import Staging
-from ticktensor.ingest.readers import CsvFormat, ReadOptions, detect
-from ticktensor.store import Layout, Location, Manifest, Store, StoreVersion
-from ticktensor.store._log import LogEntry
-from ticktensor.store._manifest import FileEntry, sha256_hex
+from ticktensor.ingest import IngestOptions, ingest, validate_inputs
+from ticktensor.ingest.readers import CsvFormat, Input, ReadOptions, detect
+from ticktensor.store import FileEntry, Layout, LogEntry, Manifest, Store, StoreVersion
 
 from ._seeds import arrow_file, read_seed, synthetic_trades_csv
 
@@ -64,7 +62,7 @@ _JSON_TOKENS: tuple[bytes, ...] = (b"null", b"[]", b"{}", b'"../../etc"', b'"/ab
 _JSON_TOKENS += (b"NaN", b"-1", b'"', b",", b"[[[[[[[[[[", b"true", b"9223372036854775808")
 
 
-# -- readers: phase one of the ingest job on one in-memory file ----------------------
+# -- readers: the ingest job's first phase on one in-memory file --------------------
 
 
 def _reader_target(
@@ -98,11 +96,11 @@ def _reader_target(
             source = Input(url=f"memory://{path}", fs=fs, path=path, size=len(main))
             with contextlib.suppress(TickTensorError):  # detection must not crash either
                 detect(source)
-            staging = Staging(Location(f"memory://{root}/store"), "fuzz")
-            res = convert_file(ConvertTask(source, reader, options, staging, "00000"))
-            if res.rows_read != res.rows_kept + res.rows_quarantined:
+            job = IngestOptions(format=reader, read=options, workers=1)
+            (res,) = validate_inputs([source.url], f"memory://{root}/store", job, progress=False)
+            if res.rows_read != res.rows_stored + res.rows_quarantined:
                 raise InvariantError(
-                    f"{name}: {res.rows_read} rows read but {res.rows_kept} kept and "
+                    f"{name}: {res.rows_read} rows read but {res.rows_stored} kept and "
                     f"{res.rows_quarantined} quarantined"
                 )
             return res.rows_read
@@ -115,7 +113,6 @@ def _reader_target(
 
 def _ingest_target(seed: bytes) -> FuzzTarget:
     """The whole job (read, validate, duplicates, features, publish) on one CSV file."""
-    from ticktensor.ingest._job import IngestOptions, ingest
 
     def run(data: bytes) -> int:
         fs = fsspec.filesystem("memory")
@@ -318,7 +315,7 @@ class _TinyStore:
         Models a store whose manifest was rewritten together with the file, so the
         parsers behind the hash check are exercised.
         """
-        entry = FileEntry(sha256_hex(data), len(data))
+        entry = FileEntry(hashlib.sha256(data).hexdigest(), len(data))
         m = self.pinned.manifest
         segs = []
         for seg in m.segments:

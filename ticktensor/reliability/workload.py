@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ticktensor.ingest._job import IngestOptions, IngestResult, ingest
+from ticktensor.ingest import IngestOptions, IngestResult, ingest
 from ticktensor.store import Layout, Store
 
 __all__ = ["Workload", "write_day"]
