@@ -52,7 +52,7 @@ from ticktensor.bench.baselines import MmapWindows
 from ticktensor.bench.machine import describe_run
 from ticktensor.bench.workload import Workload, prepare
 from ticktensor.loaders import DaliOptions, DataLoader, FastOptions, UniformOrder, WindowDataset
-from ticktensor.loaders._prefetch import CudaDelivery, Slot
+from ticktensor.loaders.batch_source import Delivery, Slot
 from ticktensor.loaders.dali import dali_available
 from ticktensor.store import FeatureStats, Store, StoreVersion
 
@@ -140,7 +140,7 @@ def run(
             raw, **common, fast=FastOptions(order=order, device=device, backend=DaliOptions())
         )
     where = "cuda" if cuda else f"cpu ({NO_CUDA})"
-    rows = _h2d_rows(workload, cuda, seconds)
+    rows = _h2d_rows(raw, workload, cuda, seconds)
     # One loader per mode for every timed row, warmed by a whole untimed pass (device
     # residency loads its chunks then), so no timed window pays for building a loader.
     warmed = {name: _warmed(make()) for name, make in modes.items()}
@@ -207,14 +207,16 @@ def _row(check: str, mode: str, value: float | None, unit: str, note: str, **ext
     return {"check": check, "mode": mode, "value": value, "unit": unit, "note": note} | extra
 
 
-def _h2d_rows(workload: Workload, cuda: bool, seconds: float) -> list[Row]:
+def _h2d_rows(dataset: WindowDataset, workload: Workload, cuda: bool, seconds: float) -> list[Row]:
     if not cuda:
         names = ("pageable", "pinned (cudaMemcpy)", "pinned, batch-sized", "loader CudaDelivery")
         return [_row("h2d", name, None, "GB/s", NO_CUDA) for name in names]
-    return _h2d_cuda(workload, seconds)  # pragma: no cover - GPU only
+    return _h2d_cuda(dataset, workload, seconds)  # pragma: no cover - GPU only
 
 
-def _h2d_cuda(workload: Workload, seconds: float) -> list[Row]:  # pragma: no cover - GPU only
+def _h2d_cuda(
+    dataset: WindowDataset, workload: Workload, seconds: float
+) -> list[Row]:  # pragma: no cover - GPU only
     size = 256 << 20
     dst = torch.empty(size, dtype=torch.uint8, device="cuda")
     rows = []
@@ -224,7 +226,9 @@ def _h2d_cuda(workload: Workload, seconds: float) -> list[Row]:  # pragma: no co
         rates[name] = _copy_rate(functools.partial(dst.copy_, src), size, seconds)
         rows.append(_row("h2d", name, rates[name] / 1e9, "GB/s", "256 MiB"))
     slot = Slot((workload.batch, workload.window, workload.features), (workload.batch, 1), True)
-    delivery = CudaDelivery(torch.device("cuda", torch.cuda.current_device()))
+    # The copy a host-pinned loader on this GPU delivers its batches with.
+    gpu = torch.device("cuda", torch.cuda.current_device())
+    delivery = Delivery.build(dataset, FastOptions(device=gpu), pin_memory=True).copy
     nbytes = slot.x.nbytes + slot.y.nbytes
     # The loader's copies against plain pinned copies of the same size, both issued back
     # to back and synchronized once at the end (as batches stream), not one by one.

@@ -2,6 +2,8 @@
 
 :func:`open_batch_source` picks the producer of one pass from the loader's options and
 the state of the dataset's chunk cache; every producer is a :class:`BatchSource`.
+A :class:`Delivery`'s ``copy`` turns a filled :class:`Slot` (one pair of preallocated
+host batch buffers) into the consumer's tensors.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from .dataset import WindowDataset
 from .options import FastOptions
 from .sharding import ShardPlan
 
-__all__ = ["BatchSource", "Delivery", "open_batch_source"]
+__all__ = ["BatchSource", "Delivery", "Slot", "open_batch_source"]
 
 _threads = itertools.count()
 

@@ -22,6 +22,7 @@ PUBLIC_MODULES = [
     "ticktensor.ingest",
     "ticktensor.ingest.readers",
     "ticktensor.loaders",
+    "ticktensor.loaders.batch_source",
     "ticktensor.loaders.dali",
     "ticktensor.cli",
     "ticktensor.train",
