@@ -278,7 +278,8 @@ def validate_inputs(
 
     The job's first phase alone: every file is read and validated as ``ingest`` reads
     it, its rows staged below the store ``out``'s ``staging/`` area, which is removed
-    before returning; no version is written. ``rows_stored`` counts the rows that pass
+    before returning (on a local disk an empty ``staging/`` folder stays); no version is
+    written, and ``out`` need not be a store yet. ``rows_stored`` counts the rows that pass
     validation: duplicates are found later, when a job assembles each (symbol, session)
     across files, so a full ingest may quarantine some of them.
     """

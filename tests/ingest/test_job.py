@@ -17,9 +17,8 @@ import pyarrow.csv as pacsv
 import pytest
 
 from ticktensor.errors import SchemaError, ValidationError
-from ticktensor.ingest import SyntheticMarket, generate_day
-from ticktensor.ingest._job import IngestOptions, ingest
-from ticktensor.ingest.readers._base import ReadOptions
+from ticktensor.ingest import IngestOptions, SyntheticMarket, generate_day, ingest, validate_inputs
+from ticktensor.ingest.readers import ReadOptions
 from ticktensor.schemas import EventKind
 from ticktensor.store import Store
 
@@ -126,6 +125,24 @@ def test_bad_rows_are_quarantined_and_counted(tmp_path: Path, case: str) -> None
     assert set(table.column("rule").to_pylist()) == set(expected_rules)
     assert all(s == path for s in table.column("source").to_pylist())
     assert all(r for r in table.column("raw").to_pylist())
+
+
+@pytest.mark.parametrize("case", sorted(QUARANTINE_CASES))
+def test_validate_inputs_counts_what_the_job_would_and_publishes_nothing(
+    tmp_path: Path, case: str
+) -> None:
+    body, expected_rules = QUARANTINE_CASES[case]
+    path = _bad_csv(tmp_path, f"{case}.csv", body)
+    out = tmp_path / "store"
+    (report,) = validate_inputs([path], str(out), opts(), progress=False)
+    assert not [p for p in out.rglob("*") if p.is_file()]  # staging removed, no version
+    (full,) = ingest([path], str(out), opts(), progress=False).files
+    # Duplicates are found when the job assembles a (symbol, session): after validation.
+    duplicates = expected_rules.get("duplicate", 0)
+    assert report.rows_read == full.rows_read
+    assert report.rows_stored == full.rows_stored + duplicates
+    assert report.rows_quarantined == full.rows_quarantined - duplicates
+    assert report.rules == {r: n for r, n in expected_rules.items() if r != "duplicate"}
 
 
 def test_unsorted_timestamps_are_sorted_not_lost(tmp_path: Path) -> None:
