@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from ticktensor.ingest import _quarantine
 from ticktensor.ingest._feature_rows import CLOCK_INPUTS
 from ticktensor.ingest._staging import Staging, repeated
-from ticktensor.schemas import EventKind, FeatureSpec, conform
+from ticktensor.schemas import REFERENCE_KINDS, EventKind, FeatureSpec, conform
 from ticktensor.store import Layout, SegmentRecord, SourceFile, Store, TableRecord
 
 __all__ = ["AssembleResult", "AssembleTask", "StatsPartial", "assemble"]
@@ -160,7 +160,12 @@ def _sorted(table: pa.Table, single_source: bool) -> pa.Table:
 
 
 def assemble(task: AssembleTask) -> AssembleResult:
-    """Merge a (symbol, session)'s parts, drop cross-file duplicates, write tables + features."""
+    """Merge a (symbol, session)'s parts, drop cross-file duplicates, write tables + features.
+
+    Every kind becomes a table; features come from the market kinds only. The
+    reference kinds (definitions, statistics) pass through to tables: an instrument with
+    reference data and no market events gets no segment, and no note says so.
+    """
     from ticktensor.ingest.features import compute_features
 
     store = Store.open(task.store_url)
@@ -201,7 +206,8 @@ def assemble(task: AssembleTask) -> AssembleResult:
         )
     if dup_tables:
         out.duplicates = pa.concat_tables(dup_tables)
-    if task.spec is None:
+    events = {k: t for k, t in events.items() if k not in REFERENCE_KINDS}
+    if task.spec is None or not events:
         return out
     clock_kind = CLOCK_INPUTS[task.spec.clock][0]
     if clock_kind not in events:

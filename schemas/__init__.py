@@ -13,6 +13,7 @@ from ._conform import cast_columns, conform
 from ._events import (
     ACTIONS,
     MBP_DEPTH,
+    REFERENCE_KINDS,
     SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
     EventKind,
@@ -38,6 +39,7 @@ from ._validate import (
 __all__ = [
     "ACTIONS",
     "MBP_DEPTH",
+    "REFERENCE_KINDS",
     "RULES",
     "SCHEMA_VERSION",
     "SCHEMA_VERSION_KEY",

@@ -1,4 +1,5 @@
-"""Canonical Arrow schemas of market events: trades, quotes, MBP-10, MBO and OHLCV bars.
+"""Canonical Arrow schemas of events: market data (trades, quotes, MBP-10, MBO, OHLCV bars)
+and instrument reference data (definitions, statistics).
 
 Every vendor format is normalized into one of these schemas before validation and
 storage. Conventions shared by all of them:
@@ -9,7 +10,10 @@ storage. Conventions shared by all of them:
 - prices and sizes are ``float64``, descaled from vendor fixed point (sizes are
   fractional in crypto); an undefined vendor price becomes null;
 - ``side`` is ``int8``: +1 buy/bid, -1 sell/ask, 0 none/unknown;
-- ``action`` is one character: A add, C cancel, M modify, T trade, F fill, R clear.
+- ``action`` is one character: A add, C cancel, M modify, T trade, F fill, R clear;
+- the reference kinds (:data:`REFERENCE_KINDS`) describe instruments rather than the
+  market: they are stored as tables of a version and joined as of ``ts_recv`` to
+  features, never a source of bars or features themselves.
 
 See ``docs/schemas.md`` for the field tables and the vendor scale table.
 """
@@ -25,6 +29,7 @@ from ticktensor.errors import SchemaError
 __all__ = [
     "ACTIONS",
     "MBP_DEPTH",
+    "REFERENCE_KINDS",
     "SCHEMA_VERSION",
     "SCHEMA_VERSION_KEY",
     "EventKind",
@@ -52,6 +57,7 @@ ACTIONS: dict[str, str] = {
 """Order-book event actions (MBO and MBP-10 ``action`` column)."""
 
 _TS = pa.timestamp("ns", tz="UTC")
+_NS_UTC = "ns since UNIX epoch, UTC"
 
 
 class EventKind(StrEnum):
@@ -62,6 +68,12 @@ class EventKind(StrEnum):
     MBP10 = "mbp10"
     MBO = "mbo"
     OHLCV = "ohlcv"
+    DEFINITIONS = "definitions"
+    STATISTICS = "statistics"
+
+
+REFERENCE_KINDS: frozenset[EventKind] = frozenset({EventKind.DEFINITIONS, EventKind.STATISTICS})
+"""Kinds of instrument reference data: stored as tables, never a source of features."""
 
 
 def _field(
@@ -132,6 +144,10 @@ def _levels() -> list[pa.Field]:
                 for level in range(MBP_DEPTH)
             ]
     return fields
+
+
+def _instrument_id() -> pa.Field:
+    return _field("instrument_id", pa.uint32(), "the venue's or vendor's numeric instrument id")
 
 
 def _build(kind: EventKind, fields: list[pa.Field]) -> pa.Schema:
@@ -205,6 +221,66 @@ _SCHEMAS: dict[EventKind, pa.Schema] = {
             _field("vwap", pa.float64(), "volume-weighted average price in the bar"),
         ],
     ),
+    EventKind.DEFINITIONS: _build(
+        EventKind.DEFINITIONS,
+        [
+            *_header(),
+            _instrument_id(),
+            _field("raw_symbol", pa.string(), "the instrument's symbol in the definition itself"),
+            _field("update_action", pa.string(), "what the definition does: add, modify, delete"),
+            _field(
+                "instrument_class",
+                pa.string(),
+                "call, put, future, stock, bond, index, mixed_spread, future_spread, "
+                "option_spread, fx_spot, commodity_spot",
+            ),
+            _field("security_type", pa.string(), "the venue's security type (FUT, OOF, ...)"),
+            _field("asset", pa.string(), "underlying asset code or product (ES, AAPL, ...)"),
+            _field("exchange", pa.string(), "exchange (MIC) listing the instrument"),
+            _field("expiration", _TS, "last eligible trade time", unit=_NS_UTC),
+            _field("activation", _TS, "time of instrument activation", unit=_NS_UTC),
+            _field("maturity_year", pa.uint16(), "year of the contract month"),
+            _field("maturity_month", pa.uint8(), "month of the contract month (1-12)"),
+            _field("strike_price", pa.float64(), "option strike price", unit="strike currency"),
+            _field("strike_price_currency", pa.string(), "currency of the strike price"),
+            _field("underlying", pa.string(), "symbol of the underlying instrument"),
+            _field("underlying_id", pa.uint32(), "instrument id of the underlying"),
+            _field("currency", pa.string(), "currency of prices"),
+            _field("min_price_increment", pa.float64(), "tick size", unit="quote currency"),
+            _field(
+                "min_price_increment_amount",
+                pa.float64(),
+                "value of one tick of one contract",
+                unit="currency",
+            ),
+            _field("display_factor", pa.float64(), "multiplier from prices to display prices"),
+            _field("unit_of_measure", pa.string(), "unit of the contract size (IPNT, BBL, ...)"),
+            _field("unit_of_measure_qty", pa.float64(), "contract size in unit_of_measure"),
+            _field("contract_multiplier", pa.int32(), "number of deliverables per contract"),
+            _field("high_limit_price", pa.float64(), "upper price limit"),
+            _field("low_limit_price", pa.float64(), "lower price limit"),
+        ],
+    ),
+    EventKind.STATISTICS: _build(
+        EventKind.STATISTICS,
+        [
+            *_header(),
+            _instrument_id(),
+            _field("ts_ref", _TS, "time the statistic refers to", unit=_NS_UTC),
+            _field(
+                "stat_type",
+                pa.string(),
+                "what the statistic is (settlement_price, open_interest, cleared_volume ...)",
+                required=True,
+            ),
+            _field("stat_code", pa.uint16(), "the vendor's numeric code of stat_type"),
+            _field("price", pa.float64(), "value of a price statistic; null if not a price"),
+            _field("quantity", pa.float64(), "value of a quantity statistic; null if not one"),
+            _field("update_action", pa.string(), "new (a value) or delete (withdraws one)"),
+            _field("flags", pa.uint8(), "vendor statistic flags"),
+            _sequence(),
+        ],
+    ),
 }
 
 
@@ -215,7 +291,7 @@ def schema_for(kind: EventKind | str) -> pa.Schema:
     ----------
     kind
         An :class:`EventKind` or its string value (``"trades"``, ``"quotes"``,
-        ``"mbp10"``, ``"mbo"``, ``"ohlcv"``).
+        ``"mbp10"``, ``"mbo"``, ``"ohlcv"``, ``"definitions"``, ``"statistics"``).
 
     Returns
     -------

@@ -39,6 +39,9 @@ _PRICES: dict[EventKind, tuple[str, ...]] = {
     ),
     EventKind.MBO: ("price",),
     EventKind.OHLCV: ("open", "high", "low", "close", "vwap"),
+    # Strikes, limits, settlements and net changes of spreads may be negative or zero.
+    EventKind.DEFINITIONS: ("min_price_increment",),
+    EventKind.STATISTICS: (),
 }
 _SIZES: dict[EventKind, tuple[str, ...]] = {
     EventKind.TRADES: ("size",),
@@ -49,6 +52,8 @@ _SIZES: dict[EventKind, tuple[str, ...]] = {
     ),
     EventKind.MBO: ("size",),
     EventKind.OHLCV: ("volume",),
+    EventKind.DEFINITIONS: ("unit_of_measure_qty",),
+    EventKind.STATISTICS: ("quantity",),
 }
 
 

@@ -3,10 +3,11 @@
 The record headers are walked one by one (each says its length and type); the market
 data records of each type are then gathered into a contiguous array and decoded like a
 single-schema file. Symbol-mapping records (rtype 0x16) name the instrument ids of the
-records after them, before the metadata's mappings; system records (heartbeats,
-0x17), errors and the reference records ticktensor has no schema for (definition,
-statistics, status, imbalance) are skipped and counted in the file's report. They are
-not rows: rows read = market-data records.
+records after them, before the metadata's mappings. Instrument definitions and
+statistics become rows of the reference kinds ``definitions`` and ``statistics``.
+System records (heartbeats, 0x17), errors and the records ticktensor has no schema for
+(status, imbalance) are skipped and counted in the file's report. They are not rows:
+rows read = market-data and reference records.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from ticktensor.schemas import EventKind, cast_columns, schema_for
 
 from ._base import REJECT_SCHEMA, EventBatch, Inference, ReadOptions
 from ._dbn_metadata import Metadata, cstr, metadata_symbols
-from ._dbn_records import LAYOUTS, RTYPE_SCHEMAS, record_dtype, records_table
+from ._dbn_records import record_dtype
+from ._dbn_reference import decode_records, layout_of, rtype_schema
 
 __all__ = ["SKIPPED", "split_mixed"]
 
-#: Record types skipped (and counted): they are not market events.
+#: Record types skipped (and counted): they are neither market events nor reference data.
 SKIPPED: dict[int, str] = {
-    0x12: "status", 0x13: "definition", 0x14: "imbalance", 0x15: "error",
-    0x16: "symbol mapping", 0x17: "system", 0x18: "statistics",
+    0x12: "status", 0x14: "imbalance", 0x15: "error", 0x16: "symbol mapping", 0x17: "system",
 }  # fmt: skip
 _MAPPING = 0x16
 _BLOCK_RECORDS = 1 << 16
@@ -94,11 +95,11 @@ class _Walk:
         rejects: list[dict[str, object]] = []
         for rtype in np.unique(kinds).tolist():
             where = np.flatnonzero(kinds == rtype)
-            schema = RTYPE_SCHEMAS.get(int(rtype))
-            if schema is None:
+            schema = rtype_schema(int(rtype))
+            layout = None if schema is None else layout_of(schema, self.meta.version)
+            if schema is None or layout is None:
                 self.counts[SKIPPED.get(int(rtype), f"rtype 0x{int(rtype):02x}")] += len(where)
                 continue
-            layout = LAYOUTS[schema]
             kind = layout.kinds[0]
             if self.options.kind is not None:
                 if self.options.kind not in layout.kinds:
@@ -116,7 +117,7 @@ class _Walk:
             gathered = data[starts[where][:, None] + np.arange(size)]
             records = gathered.view(record_dtype(layout, size)).reshape(-1)
             symbols = self._symbols(records, [names[i] for i in where.tolist()])
-            table = records_table(records, schema, kind, self.meta.dataset, symbols)
+            table = decode_records(records, schema, kind, self.meta.dataset, symbols)
             batches.append(EventBatch(kind, cast_columns(table, kind), numbers[where]))
             self.counts[f"{schema} -> {kind.value}"] += len(where)
             self.last_kind = kind

@@ -16,7 +16,8 @@ from ticktensor.schemas import EventKind, cast_columns, schema_for
 
 from ._dbn_metadata import Metadata, metadata_symbols, read_metadata
 from ._dbn_mixed import split_mixed
-from ._dbn_records import LAYOUTS, Layout, record_dtype, records_table
+from ._dbn_records import LAYOUTS, Layout, record_dtype
+from ._dbn_reference import decode_records, layout_of
 
 __all__ = ["DbnReader"]
 
@@ -29,7 +30,9 @@ class DbnReader(Reader):
     ``bbo-1m``, and the consolidated ``cmbp-1``, ``cbbo-1s``, ``cbbo-1m`` -> quotes;
     ``tbbo``/``tcbbo`` -> quotes (the book just before each trade) or trades with
     ``kind=trades``; ``mbp-10`` -> mbp10 (or quotes from level 0);
-    ``mbo`` -> mbo; ``ohlcv-1s/1m/1h/1d`` -> ohlcv. Other schemas raise ConfigError.
+    ``mbo`` -> mbo; ``ohlcv-1s/1m/1h/1d`` -> ohlcv; the reference schemas
+    ``definition`` -> definitions and ``statistics`` -> statistics. Other schemas
+    (``status``, ``imbalance``) raise ConfigError.
     """
 
     name = "dbn"
@@ -47,9 +50,9 @@ class DbnReader(Reader):
             if meta.schema is None:  # a live capture: several record types interleaved
                 yield from split_mixed(stream, source.url, meta, options, b"", meta.length, 0)
                 return
-            layout = LAYOUTS.get(meta.schema)
+            layout = layout_of(meta.schema, meta.version)
             if layout is None:
-                supported = ", ".join(LAYOUTS)
+                supported = ", ".join([*LAYOUTS, "definition", "statistics"])
                 raise ConfigError(
                     f"{source.url}: DBN schema {meta.schema!r} has no canonical "
                     f"ticktensor schema; supported: {supported} and mixed-schema streams"
@@ -119,6 +122,6 @@ class DbnReader(Reader):
         mapping_ts = records["ts_recv"] if has_recv else records["ts_event"]
         names = metadata_symbols(records["instrument_id"], mapping_ts, meta, options.symbol)
         symbols = pa.array(names, type=pa.string())
-        table = records_table(records, meta.schema or "", kind, meta.dataset, symbols)
+        table = decode_records(records, meta.schema or "", kind, meta.dataset, symbols)
         rows = np.arange(before + 1, before + 1 + len(records), dtype=np.int64)
         return EventBatch(kind, cast_columns(table, kind), rows)

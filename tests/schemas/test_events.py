@@ -37,7 +37,9 @@ def test_all_is_sorted_and_every_name_exists() -> None:
 
 
 def test_event_kind_values_and_lookup() -> None:
-    assert [k.value for k in EventKind] == ["trades", "quotes", "mbp10", "mbo", "ohlcv"]
+    market = ["trades", "quotes", "mbp10", "mbo", "ohlcv"]
+    assert [k.value for k in EventKind] == [*market, "definitions", "statistics"]
+    assert {k.value for k in schemas.REFERENCE_KINDS} == {"definitions", "statistics"}
     assert schema_for("quotes") is schema_for(EventKind.QUOTES)
     with pytest.raises(SchemaError, match=r"unknown event kind 'bars'; expected one of 'trades'"):
         schema_for("bars")
@@ -192,3 +194,13 @@ def test_every_column_is_documented(kind: EventKind) -> None:
     for name in schema_for(kind).names:
         generic = re.sub(r"_\d\d$", "_00", name)  # levels are documented as ranges
         assert f"`{generic}`" in text, f"{name} of {kind.value} is missing from {DOC.name}"
+
+
+def test_reference_schemas_require_only_time_symbol_and_stat_type() -> None:
+    definitions, statistics = schema_for("definitions"), schema_for("statistics")
+    assert [f.name for f in definitions if not f.nullable] == ["ts_event", "symbol"]
+    assert [f.name for f in statistics if not f.nullable] == ["ts_event", "symbol", "stat_type"]
+    assert definitions.field("expiration").type == TS
+    assert definitions.field("strike_price").type == pa.float64()
+    assert statistics.field("quantity").type == pa.float64()
+    assert definitions.metadata[b"ticktensor.kind"] == b"definitions"
