@@ -21,6 +21,7 @@ from ._manifest import (
 )
 from ._object_errors import object_store_error
 from ._query import duckdb_relation, table_dataset, table_files
+from ._reference import definitions_asof
 from ._repair import RepairReport
 from ._segments import SegmentArrays
 from ._store import Store
@@ -45,6 +46,7 @@ __all__ = [
     "StoreVersion",
     "TableRecord",
     "VerifyReport",
+    "definitions_asof",
     "duckdb_relation",
     "object_store_error",
     "open_store",

@@ -46,10 +46,14 @@ INSTRUMENT_CLASSES: dict[str, str] = {
 _UPDATE_ACTIONS = {"A": "add", "M": "modify", "D": "delete", "~": "invalid"}
 _STAT_ACTIONS = {1: "new", 2: "delete"}
 
-_TEXT = ("raw_symbol", "security_type", "asset", "exchange", "currency", "unit_of_measure")
-_TEXT += ("underlying", "strike_price_currency")
-_PRICES = ("min_price_increment", "min_price_increment_amount", "display_factor")
-_PRICES += ("unit_of_measure_qty", "strike_price", "high_limit_price", "low_limit_price")
+_TEXT = (
+    "raw_symbol", "security_type", "asset", "exchange", "currency", "unit_of_measure",
+    "underlying", "strike_price_currency",
+)  # fmt: skip
+_PRICES = (
+    "min_price_increment", "min_price_increment_amount", "display_factor",
+    "unit_of_measure_qty", "strike_price", "high_limit_price", "low_limit_price",
+)  # fmt: skip
 
 
 def _definition_fields(version: int) -> list[tuple[str, str, int]]:
