@@ -40,6 +40,8 @@ SCHEMAS = {
     "mbo": "mbo",
     "bars": "ohlcv",
     "ohlcv": "ohlcv",
+    "definitions": "definitions",
+    "statistics": "statistics",
 }
 FORMATS = ("auto", "csv", "parquet", "arrow", "dbn", "lobster", "tardis", "binance")
 
@@ -174,13 +176,14 @@ def options_from_args(args: argparse.Namespace) -> IngestOptions:
 
 def format_result(result: IngestResult) -> str:
     width = max([len(os.path.basename(f.file)) for f in result.files] + [4])
+    kind = max([len(f.schema or "-") for f in result.files] + [7])  # "definitions" is 11
     lines = [
-        f"{'file':<{width}}  {'format':<8} {'schema':<7} {'read':>12} {'stored':>12} "
+        f"{'file':<{width}}  {'format':<8} {'schema':<{kind}} {'read':>12} {'stored':>12} "
         f"{'quarantined':>12} {'s':>7}"
     ]
     for f in result.files:
         lines.append(
-            f"{os.path.basename(f.file):<{width}}  {f.format:<8} {f.schema or '-':<7} "
+            f"{os.path.basename(f.file):<{width}}  {f.format:<8} {f.schema or '-':<{kind}} "
             f"{f.rows_read:>12,} {f.rows_stored:>12,} {f.rows_quarantined:>12,} {f.seconds:>7.2f}"
             + (f"  ({f.note})" if f.note else "")
         )
@@ -192,7 +195,7 @@ def format_result(result: IngestResult) -> str:
                 + ", ".join(f"{k} {v:,}" for k, v in sorted(f.rules.items()))
             )
     lines.append(
-        f"{'total':<{width}}  {'':<16} {result.rows_read:>12,} {result.rows_stored:>12,} "
+        f"{'total':<{width}}  {'':<{kind + 9}} {result.rows_read:>12,} {result.rows_stored:>12,} "
         f"{result.rows_quarantined:>12,} {result.seconds:>7.2f}"
     )
     v = result.version

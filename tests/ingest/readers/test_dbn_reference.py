@@ -373,3 +373,18 @@ def test_vendor_samples_match_databento_dbn(name: str) -> None:
         tick = rec.min_price_increment
         assert got["min_price_increment"] == (None if tick == UNDEF_PX else tick / 1e9)
         assert got["exchange"] == rec.exchange
+
+
+def test_cli_schema_flag_keeps_one_reference_kind_of_a_mixed_file(tmp_path: Path) -> None:
+    live = tmp_path / "live.dbn"
+    live.write_bytes(mixed_stream())
+    store = tmp_path / "store"
+    argv = ["ingest", str(live), "--out", str(store), "--schema", "definitions", "--quiet"]
+    assert main([*argv, "--workers", "1"]) == 0
+    version = open_store(str(store))
+    assert sorted({t.kind for t in version.tables}) == ["definitions"]
+    assert rows(table_dataset(version, "definitions").to_table().sort_by("symbol")) == [
+        FUTURE_ROW,
+        OPTION_ROW,
+    ]
+    assert version.segments == ()
