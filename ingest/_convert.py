@@ -45,7 +45,10 @@ class ConvertTask:
 
 @dataclass
 class FileResult:
-    """What phase one did with one file. ``rows_read = rows_kept + rows_quarantined``."""
+    """What phase one did with one file. ``rows_read = rows_kept + rows_quarantined``.
+
+    ``schema`` is the kind of the file's rows, or ``"mixed"`` when they are of several.
+    """
 
     file: str
     format: str
@@ -73,13 +76,17 @@ def convert_file(task: ConvertTask) -> FileResult:
     url = task.source.url
     result = FileResult(file=url, format=task.reader, schema=None, bytes=task.source.size)
     quarantined: list[pa.Table] = []
+    kinds: set[str] = set()  # the kinds of the rows read
     # The reader decodes batch i + 1 on its own thread while this one validates and
     # partitions batch i: both sides run mostly with the GIL released.
     with contextlib.closing(
         read_ahead(reader.read(task.source, task.options), "ticktensor-decode")
     ) as batches:  # closed on an error too: its thread stops now, not when GC runs
         for i, batch in enumerate(batches):
-            result.schema = batch.kind.value
+            if batch.table.num_rows:
+                kinds.add(batch.kind.value)
+            # A file of several kinds (a live DBN capture, a Binance stream) reads "mixed".
+            result.schema = "mixed" if len(kinds) > 1 else next(iter(kinds), batch.kind.value)
             if batch.inference is not None and result.inference is None:
                 result.inference = batch.inference.to_dict()
             # Duplicates are found in phase two, over the whole (symbol, session), across files.

@@ -362,9 +362,9 @@ def _base_spec(store: Store, options: IngestOptions, files: list[FileResult]) ->
     if existing:
         spec: FeatureSpec = FeatureSpec.from_dict(existing)
         return spec
-    # Every kind staged counts: a mixed file's report names only its last batch's kind.
+    # Every kind staged counts: a mixed file's report names none of its kinds.
     kinds = {kind for f in files for _, _, kind, _ in f.parts}
-    kinds |= {EventKind(f.schema) for f in files if f.schema}
+    kinds |= {EventKind(f.schema) for f in files if f.schema not in (None, "mixed")}
     try:
         return default_spec(kinds) if kinds else None
     except ConfigError:

@@ -311,13 +311,13 @@ def test_ingest_stores_reference_tables_of_the_version(
     printed = capsys.readouterr().out
     # The live capture repeats the historical files' first records: its copies are the
     # duplicates (quarantined, rule duplicate), so every row is stored once.
-    for name, read_, stored, quarantined in (
-        ("esu4.definition.dbn", 3, 2, 1),
-        ("esu4.statistics.dbn.zst", 5, 5, 0),
-        ("live.dbn", 8, 3, 5),
+    for name, kind, read_, stored, quarantined in (
+        ("esu4.definition.dbn", "definitions", 3, 2, 1),
+        ("esu4.statistics.dbn.zst", "statistics", 5, 5, 0),
+        ("live.dbn", "mixed", 8, 3, 5),
     ):
         line = next(line for line in printed.splitlines() if line.startswith(name + " "))
-        assert line.split()[3:6] == [str(read_), str(stored), str(quarantined)], line
+        assert line.split()[2:6] == [kind, str(read_), str(stored), str(quarantined)], line
     files_report = {Path(f["file"]).name: f for f in json.loads(report.read_text())}
     for entry in files_report.values():
         assert entry["rows_read"] == entry["rows_stored"] + entry["rows_quarantined"]
