@@ -33,7 +33,9 @@ FORMAT_VERSION = 2
 READABLE_FORMAT_VERSIONS = (1, 2)
 #: ``format`` and ``format_version`` of a full-state file: a v1 version file, or a v2
 #: checkpoint (the same fields under another name, so neither passes for the other).
-MANIFEST_FORMATS = {("ticktensor.manifest", 1), ("ticktensor.checkpoint", 2)}
+# A tuple, not a set: membership of a (format, version) read from a file must not hash
+# whatever JSON value the version is (a list would raise TypeError).
+MANIFEST_FORMATS = (("ticktensor.manifest", 1), ("ticktensor.checkpoint", 2))
 
 
 def sha256_hex(data: bytes) -> str:
@@ -194,7 +196,7 @@ class Manifest:
         if not isinstance(doc, dict) or not any(doc.get("format") == n for n in names):
             raise StoreCorruptError(f"{where}: not a ticktensor manifest or checkpoint")
         kind, fv = doc["format"], doc.get("format_version")
-        if (kind, fv) not in MANIFEST_FORMATS:
+        if isinstance(fv, bool) or (kind, fv) not in MANIFEST_FORMATS:
             raise FormatVersionError(
                 f"{where}: {kind} format version {fv!r}; this ticktensor reads "
                 + ", ".join(f"{name} {v}" for name, v in sorted(MANIFEST_FORMATS))

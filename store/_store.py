@@ -148,7 +148,8 @@ class Store:
         header = load_json(data, where, "store header")
         if not isinstance(header, dict) or header.get("format") != "ticktensor.store":
             raise StoreCorruptError(f"{where}: not a ticktensor store")
-        if header.get("format_version") not in READABLE_FORMAT_VERSIONS:
+        header_version = header.get("format_version")
+        if isinstance(header_version, bool) or header_version not in READABLE_FORMAT_VERSIONS:
             raise FormatVersionError(
                 f"{where}: store format version {header.get('format_version')!r}; "
                 f"this ticktensor reads {_versions_text()}"
@@ -239,7 +240,8 @@ class Store:
             raise StoreCorruptError(
                 f"{where}: version pointer is malformed (needs a version >= 0 and a sha256)"
             )
-        if pointer.get("format_version") not in (None, *READABLE_FORMAT_VERSIONS):
+        pointed = pointer.get("format_version")
+        if isinstance(pointed, bool) or pointed not in (None, *READABLE_FORMAT_VERSIONS):
             raise FormatVersionError(
                 f"{where}: pointer format version {pointer.get('format_version')!r}; "
                 f"this ticktensor reads {_versions_text()}"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ticktensor.errors import InputError, StoreCorruptError
+from ticktensor.errors import FormatVersionError, InputError, StoreCorruptError
 from ticktensor.ingest._job import IngestOptions, ingest
 from ticktensor.ingest.readers import ReadOptions
 from ticktensor.ingest.readers._tabular import guard
@@ -55,3 +55,15 @@ def test_a_declared_size_past_memory_is_an_input_error() -> None:
 
     with pytest.raises(InputError, match=r"x\.arrow: not a readable Arrow IPC file"):
         list(guard("x.arrow", "Arrow IPC", batches()))
+
+
+@pytest.mark.parametrize("value", [b"[2]", b"{}", b"true"])
+def test_a_checkpoint_format_version_of_another_json_type_is_refused(value: bytes) -> None:
+    # Found by the manifest-fields fuzzer: a list as format_version made the format check
+    # hash it (TypeError); true passed as version 1.
+    store = Store.create(f"memory://tt-regression-fv-{value.hex()}", exist_ok=True)
+    checkpoint = store.version().manifest.to_json()
+    forged = checkpoint.replace(b'"format_version":2', b'"format_version":' + value)
+    assert forged != checkpoint
+    with pytest.raises(FormatVersionError, match="format version"):
+        Manifest.from_json(forged, "v0.checkpoint.json")
