@@ -22,6 +22,7 @@ import torch
 
 from ticktensor.errors import ConfigError
 
+from . import _accelerate
 from .batch_source import BatchSource
 from .sharding import EpochState, ShardPlan
 
@@ -151,17 +152,25 @@ class PassIterator(Iterator[Any]):
         self._on_halfway = on_halfway
         self._index_map = index_map
         self._last = plan.num_steps - 1
+        self._accelerate = _accelerate.accelerate_link(plan, self)
         if plan.num_steps == 0:
             handle.finish()  # an empty pass is complete as it starts, as with torch
 
     def __next__(self) -> Any:
-        step, _, x, y, event = next(self._source)
+        try:
+            step, _, x, y, event = next(self._source)
+        except StopIteration:
+            if self._accelerate is not None:
+                _accelerate.end(self._accelerate)
+            raise
         if self._receive is not None:
             self._receive(x, y, event)
         self._step = step
         handle = self._pass
         if step == self._last:
             handle.finish()
+            if self._accelerate is not None:
+                _accelerate.last_batch(self._accelerate)
         else:
             handle.consumed(self._plan.samples_consumed(step + 1))
             if step == self._plan.num_steps // 2 and self._on_halfway is not None:
@@ -181,6 +190,8 @@ class PassIterator(Iterator[Any]):
     def close(self) -> None:
         """Stop assembling; the position stays after the last batch handed out."""
         self._source.close()
+        if self._accelerate is not None:
+            _accelerate.end(self._accelerate)
 
     def __len__(self) -> int:
         return self._plan.num_steps

@@ -1,7 +1,9 @@
 """HuggingFace accelerate with the loader: prepare, skip_first_batches, save/load state, torchrun.
 
 accelerate wraps only ``torch.utils.data.DataLoader`` (sub)classes in ``prepare()``; ours
-comes back unchanged and places batches itself (``FastOptions(device=...)``). Its
+comes back unchanged, places batches itself (``FastOptions(device=...)``) and registers
+each pass with accelerate's gradient state, as accelerate's own loaders do, so that an
+accumulation ends with the epoch and ``gather_for_metrics`` drops the last step's padding. Its
 ``skip_first_batches`` rebuilds a torch loader from ``loader.batch_sampler`` and torch's
 other attributes; ``register_for_checkpointing`` saves what ``state_dict()`` returns.
 """
@@ -123,11 +125,6 @@ def accumulation_syncs(loader: Any, epochs: int = 2) -> list[list[bool]]:
     return syncs
 
 
-@pytest.mark.xfail(
-    reason="accelerate ends an accumulation at the end of a loader only for loaders it "
-    "wraps (it tracks their last batch); ours is returned unwrapped",
-    strict=True,
-)
 def test_gradient_accumulation_steps_at_the_end_of_each_epoch(version: StoreVersion) -> None:
     """With 8 batches and 3 steps per update, accelerate updates after batches 3, 6 and
     8 of every epoch with torch's loader; the same is expected with ours."""
@@ -139,6 +136,34 @@ def test_gradient_accumulation_steps_at_the_end_of_each_epoch(version: StoreVers
     theirs = accumulation_syncs(torch.utils.data.DataLoader(tensors, batch_size=BATCH))
     assert theirs == [[False, False, True, False, False, True, False, True]] * 2
     assert accumulation_syncs(loader(version)) == theirs
+
+
+def test_a_pass_leaves_accelerates_gradient_state_when_it_ends(
+    version: StoreVersion, accelerator: Any
+) -> None:
+    """Each pass registers with accelerate's GradientState (how accelerate learns where
+    a loader ends) and leaves it when it ends, is broken off, or is dropped."""
+    state = accelerate.state.GradientState()
+    ours = accelerator.prepare(loader(version))
+    assert not state.in_dataloader
+    it = iter(ours)
+    next(it)
+    assert state.in_dataloader
+    assert not state.end_of_dataloader
+    for _ in range(len(ours) - 2):
+        next(it)
+    assert not state.end_of_dataloader
+    next(it)  # the last batch
+    assert state.end_of_dataloader
+    assert state.remainder == 0  # 64 samples in steps of 8: no padding
+    with pytest.raises(StopIteration):
+        next(it)
+    assert not state.in_dataloader
+    for step, _ in enumerate(ours):
+        if step == 2:
+            break
+    del _
+    assert not state.in_dataloader
 
 
 @pytest.fixture(scope="module")
@@ -184,11 +209,6 @@ def test_torchrun_torch_views_of_a_rank(torchrun_run: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="accelerate drops the padding of the last step in gather_for_metrics only for "
-    "loaders it wraps (it tracks their last batch); ours is returned unwrapped",
-    strict=True,
-)
 def test_torchrun_gather_for_metrics_sees_each_sample_once(torchrun_run: Path) -> None:
     """57 samples over 2 ranks of 8: torch's loader under accelerate gathers 57 ids, the
     7 wrapped-around duplicates of the last step dropped."""

@@ -1,0 +1,76 @@
+"""A pass as accelerate sees the loaders it wraps: where the loader ends, how much of the last
+step is padding.
+
+accelerate ends a gradient accumulation at the end of a loader and drops the padding of the
+last global step in ``gather_for_metrics``, but it learns both only from loaders that
+register with its ``GradientState``, which its own wrappers do through the public
+``DataLoaderStateMixin``. ``Accelerator.prepare`` returns this loader unwrapped, so each
+pass registers itself the same way while an ``Accelerator`` exists. accelerate is never
+imported here: a process that has not imported it gets no link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import weakref
+from typing import Any
+
+from .sharding import ShardPlan
+
+__all__ = ["accelerate_link", "end", "last_batch"]
+
+
+def accelerate_link(plan: ShardPlan, owner: object) -> Any | None:
+    """Register the pass over ``plan`` with accelerate's gradient state, for as long as
+    ``owner`` (the pass's iterator) lives or until :meth:`end` is called; ``None`` when no
+    ``Accelerator`` exists in this process.
+
+    The link has ``end_of_dataloader`` (set by :func:`last_batch`) and ``remainder``: the
+    real samples of the last global step when it is padded by wrapping around, which is
+    what ``gather_for_metrics`` keeps of the gathered last step.
+    """
+    state = sys.modules.get("accelerate.state")
+    loader_module = sys.modules.get("accelerate.data_loader")
+    if state is None or loader_module is None or not state.is_initialized():
+        return None
+
+    class _PassLink(loader_module.DataLoaderStateMixin):  # type: ignore[misc,name-defined]
+        """One pass, registered like accelerate's own loaders (begin, end)."""
+
+    link = _PassLink()
+    link.gradient_state = state.GradientState()
+    link._drop_last = True  # the remainder is set below, from the plan
+    link.begin()
+    link.remainder = _padded_tail(plan)
+    weakref.finalize(owner, _end_ref, weakref.ref(link))
+    return link
+
+
+def last_batch(link: Any) -> None:
+    """The pass handed out its last batch: accelerate may end an accumulation now."""
+    link.end_of_dataloader = True
+
+
+def end(link: Any) -> None:
+    """The pass ended (or was broken off): leave accelerate's gradient state."""
+    with contextlib.suppress(AttributeError):  # accelerate's state was reset meanwhile
+        link.end()
+
+
+def _end_ref(ref: weakref.ref[Any]) -> None:
+    link = ref()
+    if link is not None:
+        end(link)
+
+
+def _padded_tail(plan: ShardPlan) -> int:
+    """Real samples in the last global step, as accelerate counts them for a loader that
+    does not drop its last batch (0 when that step is full; -1, accelerate's "unknown",
+    with ``drop_last``). Padding by wrapping around fills the rest of the step; without
+    padding the step holds only real samples and keeping ``remainder`` keeps them all."""
+    if plan.drop_last or plan.num_steps == 0:
+        return -1
+    size = plan.global_batch_size
+    last_first = plan.start_sample + (plan.num_steps - 1) * size
+    return (plan.order.shape[0] - last_first) % size
