@@ -227,3 +227,17 @@ def test_ddp_resumes_every_rank_from_rank_zeros_checkpoint(ddp_run: Path) -> Non
         whole = read_ids(ddp_run / "before_fit" / f"epoch1-rank{rank}.txt")
         resumed = read_ids(ddp_run / "resumed" / f"epoch1-rank{rank}.txt")
         assert resumed == whole[rest:], rank
+
+
+@pytest.mark.slow
+def test_ddp_spawn_pickles_the_loader_into_each_rank(
+    store_url: str, version: StoreVersion, tmp_path: Path
+) -> None:
+    """``strategy="ddp_spawn"`` pickles the loader built in the main process into each
+    spawned rank: there it rebuilds its engine and reads its own shard of every epoch."""
+    run_script([sys.executable, str(HERE / "_lightning_ddp_spawn.py"), store_url, str(tmp_path)])
+    for epoch in range(2):
+        shards = [read_ids(tmp_path / f"epoch{epoch}-rank{r}.txt") for r in range(2)]
+        assert not set(shards[0]) & set(shards[1]), epoch
+        assert set(shards[0]) | set(shards[1]) == ALL_IDS
+        assert shards == [ddp_order(version, r, epoch) for r in range(2)], epoch
