@@ -166,6 +166,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
     reference kinds (definitions, statistics) pass through to tables: an instrument with
     reference data and no market events gets no segment, and no note says so.
     """
+    from ticktensor.ingest._feature_engine import overflowed
     from ticktensor.ingest.features import compute_features
 
     store = Store.open(task.store_url)
@@ -220,6 +221,12 @@ def assemble(task: AssembleTask) -> AssembleResult:
     if features.ts.size == 0:
         out.note = f"{task.symbol}/{task.session}: no rows on the {task.spec.clock} clock"
         return out
+    infinite = overflowed(features)
+    if infinite:
+        out.note = (
+            f"{task.symbol}/{task.session}: {infinite} feature or label value(s) beyond "
+            "float32's range stored as +/-inf"
+        )
     out.segment = store.write_segment(
         symbol=task.symbol,
         session=task.session,

@@ -230,10 +230,20 @@ def compute(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -> FeatureA
     ts = rows.frame["ts"].to_numpy().astype(np.int64, copy=False)
     out = rows.frame.lazy().select(exprs).collect()
     values = np.empty((rows.height, len(spec.features)), dtype=np.float32)
-    for j, name in enumerate(spec.features):
-        values[:, j] = out[name].to_numpy()
     labels = np.empty((rows.height, len(spec.labels)), dtype=np.float32)
-    for j, label in enumerate(spec.labels):
-        if rows.height:
-            labels[:, j] = _label(label, out[f"_label_{j}"].to_numpy().astype(np.float64), ts)
+    # The store keeps float32: a value beyond its range becomes +/-inf, which the ingest
+    # report counts (see ``overflowed``), instead of a warning per cast.
+    with np.errstate(over="ignore"):
+        for j, name in enumerate(spec.features):
+            values[:, j] = out[name].to_numpy()
+        for j, label in enumerate(spec.labels):
+            if rows.height:
+                raw = out[f"_label_{j}"].to_numpy().astype(np.float64)
+                labels[:, j] = _label(label, raw, ts)
     return FeatureArrays(ts, values, labels, spec.features, spec.label_names)
+
+
+def overflowed(features: FeatureArrays) -> int:
+    """Values of ``features`` (features and labels) that are +/-inf: beyond float32's
+    range (or infinite already in the events)."""
+    return int(np.isinf(features.values).sum() + np.isinf(features.labels).sum())

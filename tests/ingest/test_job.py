@@ -478,3 +478,24 @@ def test_real_vendor_files_end_to_end(
     assert {t.kind for t in result.version.tables} - {"quarantine"} == kinds
     assert result.version.segments, result.notes
     Store.open(str(tmp_path / "store")).verify()
+
+
+def test_a_feature_beyond_float32_is_stored_as_inf_and_reported(tmp_path: Path) -> None:
+    # Found by the reader fuzzers: a valid but huge trade size made a bar's volume
+    # overflow the float32 feature store with a RuntimeWarning per cast.
+    src = tmp_path / "trades.csv"
+    rows = ["ts_event,symbol,price,size"]
+    for i in range(200):
+        size = "1e39" if i == 100 else str(1 + i % 5)
+        rows.append(f"{1_704_200_000_000_000_000 + i * 10**9},AAA,{100 + i / 100},{size}")
+    src.write_text("\n".join(rows) + "\n")
+    result = ingest([str(src)], str(tmp_path / "s"), IngestOptions(), progress=False)
+    assert (result.rows_read, result.rows_stored, result.rows_quarantined) == (200, 200, 0)
+    assert result.notes == [
+        "AAA/2024-01-02: 1 feature or label value(s) beyond float32's range stored as +/-inf"
+    ]
+    version = Store.open(str(tmp_path / "s")).version()
+    values = version.read_segment(version.segments[0]).values
+    column = list(version.feature_names).index("volume")
+    assert np.isposinf(values[:, column]).sum() == 1
+    assert np.isfinite(np.delete(values[:, column], np.isinf(values[:, column]))).all()
