@@ -23,26 +23,13 @@ from ._prefetch import PrefetchStats
 from ._stats import loader_stats
 from ._wrappers import FastPath, SlowPath, fast_path
 from .batch_source import BatchSource, Delivery, open_batch_source
-from .options import FastOptions
+from .options import FastOptions, with_legacy_keywords
 from .samplers import BlockShuffleOrder, Order, SequentialOrder, UniformOrder
 from .sharding import ShardPlan, world_from_env
 
 __all__ = ["DataLoader"]
 
 _PERMUTATIONS = (UniformOrder, SequentialOrder, BlockShuffleOrder)  # len(order) == len(dataset)
-# FastOptions fields that were DataLoader keywords before FastOptions existed.
-_LEGACY = (
-    "order",
-    "seed",
-    "rank",
-    "world_size",
-    "pad",
-    "device",
-    "prefetch",
-    "readahead",
-    "backend",
-    "residency",
-)
 
 
 # torch attributes that are properties here, also kept in the instance dict (see _mirror).
@@ -139,7 +126,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         batch_transform: Callable[[Any], Any] | None = None,
         **legacy: Any,
     ) -> None:
-        fast = _with_legacy(fast, legacy)
+        fast = with_legacy_keywords(fast, legacy)
         self._args: dict[str, Any] = {
             "dataset": dataset,
             "batch_size": batch_size,
@@ -571,22 +558,3 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             f"DataLoader(fast, dataset={self.dataset!r}, batch_size={self.batch_size}, "
             f"order={self.order!r}, epoch={self._passes.epoch})"
         )
-
-
-def _with_legacy(fast: FastOptions | None, legacy: dict[str, Any]) -> FastOptions | None:
-    """``fast`` with the earlier releases' fast-path keywords folded in (deprecated)."""
-    unknown = sorted(set(legacy) - set(_LEGACY))
-    if unknown:
-        raise TypeError(f"DataLoader() got unexpected keyword argument(s) {unknown}")
-    given = {name: value for name, value in legacy.items() if value is not None}
-    if not given:
-        return fast
-    if fast is not None:
-        raise ConfigError(f"{sorted(given)}: give these in fast=FastOptions(...), not beside it")
-    warnings.warn(
-        f"DataLoader({', '.join(f'{k}=' for k in sorted(given))}) is deprecated: pass "
-        f"fast=FastOptions({', '.join(f'{k}=...' for k in sorted(given))})",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return FastOptions(**given)

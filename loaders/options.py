@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -13,7 +14,7 @@ from ._resident import ResidentOptions
 from .dali import DaliOptions
 from .samplers import Order
 
-__all__ = ["Engine", "FastOptions"]
+__all__ = ["Engine", "FastOptions", "with_legacy_keywords"]
 
 Engine = Literal["auto", "python", "native"]
 """Who assembles host batches: ``"auto"`` (the native thread once every chunk is
@@ -168,3 +169,37 @@ def _check_int(name: str, value: Any, minimum: int, *, optional: bool = False) -
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+
+
+# FastOptions fields that were DataLoader keywords before FastOptions existed.
+_LEGACY_KEYWORDS = (
+    "order",
+    "seed",
+    "rank",
+    "world_size",
+    "pad",
+    "device",
+    "prefetch",
+    "readahead",
+    "backend",
+    "residency",
+)
+
+
+def with_legacy_keywords(fast: FastOptions | None, legacy: dict[str, Any]) -> FastOptions | None:
+    """``fast`` with the earlier releases' fast-path keywords folded in (deprecated)."""
+    unknown = sorted(set(legacy) - set(_LEGACY_KEYWORDS))
+    if unknown:
+        raise TypeError(f"DataLoader() got unexpected keyword argument(s) {unknown}")
+    given = {name: value for name, value in legacy.items() if value is not None}
+    if not given:
+        return fast
+    if fast is not None:
+        raise ConfigError(f"{sorted(given)}: give these in fast=FastOptions(...), not beside it")
+    warnings.warn(
+        f"DataLoader({', '.join(f'{k}=' for k in sorted(given))}) is deprecated: pass "
+        f"fast=FastOptions({', '.join(f'{k}=...' for k in sorted(given))})",
+        DeprecationWarning,
+        stacklevel=3,  # the caller of DataLoader(...)
+    )
+    return FastOptions(**given)
