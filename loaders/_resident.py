@@ -14,6 +14,7 @@ import torch
 
 from ticktensor.errors import ConfigError
 
+from ._chunk_staging import ChunkStager
 from ._prefetch import PrefetchStats
 from .dataset import WindowDataset
 from .sharding import ShardPlan
@@ -124,6 +125,11 @@ class DeviceChunks:
         self._chunk_in = np.full(self.slots, -1, dtype=np.int64)  # chunk in each slot
         self._used_at = np.zeros(self.slots, dtype=np.int64)  # batch that last used a slot
         self._labels = torch.from_numpy(dataset.labels.copy()).to(device)
+        # The next batches' chunks are decoded ahead on a thread, into page-locked buffers
+        # on CUDA, so that a miss costs the consumer an asynchronous copy only.
+        self._stager = ChunkStager(
+            dataset.load_chunk, pin=device.type == "cuda", capacity=max(2, min(8, self.slots))
+        )
         self._offsets = torch.arange(self.window, device=device, dtype=torch.int64)
         self._clock = 0
         self.complete = False  # every chunk of the dataset is held
@@ -137,6 +143,7 @@ class DeviceChunks:
             "misses": 0,
             "h2d_bytes": 0,
             "load_s": 0.0,
+            "loaded_here": 0,
         }
 
     @property
@@ -169,6 +176,12 @@ class DeviceChunks:
         y = self._labels.index_select(0, first_dev + (self.window - 1))
         return x, y
 
+    def stage(self, upcoming: Sequence[Int64s]) -> None:
+        """Have the chunks of the next batches that are not held decoded ahead, in order."""
+        if not self.complete:
+            ahead = [c for batch in upcoming for c in batch.tolist() if self._slot_of[c] < 0]
+            self._stager.stage(ahead)
+
     def require(self, chunks: Int64s, upcoming: Sequence[Int64s] = ()) -> None:
         """Make every chunk of ``chunks`` resident, evicting by farthest next use."""
         self._clock += 1
@@ -190,22 +203,30 @@ class DeviceChunks:
             if old >= 0:
                 self._slot_of[old] = -1
                 self.stats["evictions"] += 1
-            values = self.dataset.load_chunk(chunk)
+            staged = self._stager.take(chunk)
+            if staged is None:  # not decoded ahead: load it here
+                self.stats["loaded_here"] += 1
+                staged = _tensor(self.dataset.load_chunk(chunk))
+            # Queued on the consumer's stream like the gathers, so ordered after the ones
+            # that read the evicted chunk and before the ones that read this one.
             if self.whole:  # the chunk's rows of its segment, at their global rows
                 first, n = int(self._first_rows[chunk]), self._files[chunk].rows
-                values = values[:n]
-                self.pool[first : first + n].copy_(_tensor(values))
+                values = staged[:n]
+                self.pool[first : first + n].copy_(values, non_blocking=True)
             else:
-                self.pool[slot, : values.shape[0]].copy_(_tensor(values))
+                values = staged
+                self.pool[slot, : values.shape[0]].copy_(values, non_blocking=True)
             self._slot_of[chunk] = slot
             self._chunk_in[slot] = chunk
             self._used_at[slot] = self._clock
             self.stats["loads"] += 1
-            self.stats["h2d_bytes"] += int(values.nbytes)
+            self.stats["h2d_bytes"] += int(values.numel() * values.element_size())
         if not self.whole:
             self._slot_dev.copy_(torch.from_numpy(self._slot_of))
         self.stats["load_s"] += time.perf_counter() - started
         self.complete = self.whole and bool((self._slot_of >= 0).all())
+        if self.complete:
+            self._stager.stage(())  # nothing more to stage: drop what is held
 
     def _free_slots(self, count: int, needed: Int64s, upcoming: Sequence[Int64s]) -> Int64s:
         """``count`` slots to fill: empty ones first, then those whose chunk is needed last."""
@@ -284,8 +305,9 @@ class ResidentBatches:
         started = time.perf_counter()
         indices = self._plan.batch(step)
         upcoming: Sequence[Int64s] = ()
-        if not self._chunks.whole:
+        if not self._chunks.complete:
             upcoming = self._plan_ahead(step)
+            self._chunks.stage(upcoming)
         x, y = self._chunks.gather(indices, upcoming)
         self._step = step + 1
         elapsed = time.perf_counter() - started
