@@ -43,15 +43,19 @@ class _Shared:
         self.busy: int | None = None  # the chunk being decoded now
         self.errors: dict[int, BaseException] = {}
         self.stop = False
+        self.running = False  # a thread works on the requests (set and cleared under lock)
         self.staged_total = 0
 
     def next_chunk(self) -> int | None:
-        """The next chunk to decode (``None``: stop), waiting for a request and for room."""
+        """The next chunk to decode, waiting for room; ``None`` (the thread ends) when
+        asked to stop or when nothing is wanted: :meth:`ChunkStager.stage` starts a new
+        thread for the next requests, so no thread idles between passes."""
         with self.lock:
             self.lock.wait_for(
-                lambda: self.stop or (bool(self.wanted) and len(self.staged) < self.capacity)
+                lambda: self.stop or not self.wanted or len(self.staged) < self.capacity
             )
-            if self.stop:
+            if self.stop or not self.wanted:
+                self.running = False
                 return None
             chunk, _ = self.wanted.popitem(last=False)
             self.busy = chunk
@@ -111,7 +115,6 @@ class ChunkStager:
         if capacity < 1:
             raise ValueError(f"capacity: expected >= 1, got {capacity}")
         self._shared = _Shared(load, pin, capacity)
-        self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         weakref.finalize(self, _stop, self._shared)
 
@@ -123,15 +126,21 @@ class ChunkStager:
         keep = set(numbers)
         with shared.lock:
             if os.getpid() != self._pid:  # a forked child has no thread: start afresh
-                self._pid, self._thread, shared.busy = os.getpid(), None, None
+                self._pid, shared.running, shared.busy = os.getpid(), False, None
             for old in [c for c in shared.staged if c not in keep]:
                 del shared.staged[old]
             shared.wanted.clear()
             for number in numbers:
                 if number not in shared.staged and number != shared.busy:
                     shared.wanted.setdefault(number, None)
-            if shared.wanted:
-                self._start()
+            if shared.wanted and not shared.running:
+                shared.running = True
+                threading.Thread(
+                    target=_run,
+                    args=(shared,),
+                    name=f"ticktensor-stage-{next(_names)}",
+                    daemon=True,
+                ).start()
             shared.lock.notify_all()
 
     def take(self, chunk: int) -> torch.Tensor | None:
@@ -168,13 +177,3 @@ class ChunkStager:
     def staged_total(self) -> int:
         """Chunks staged since the stager was made."""
         return self._shared.staged_total
-
-    def _start(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(
-                target=_run,
-                args=(self._shared,),
-                name=f"ticktensor-stage-{next(_names)}",
-                daemon=True,
-            )
-            self._thread.start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -293,6 +294,8 @@ class ResidentBatches:
         self._upcoming: list[tuple[int, Int64s]] = []
         self.stats = PrefetchStats()
         self.queue_depth = 0
+        # A pass that ends or is dropped stops the staging of its chunks (and its thread).
+        self._finalizer = weakref.finalize(self, chunks.stage, ())
 
     def __iter__(self) -> ResidentBatches:
         return self
@@ -333,7 +336,8 @@ class ResidentBatches:
         return [c for _, c in window]
 
     def close(self) -> None:
-        """End the pass (nothing runs in the background)."""
+        """End the pass and the staging of its chunks."""
         self._step = self._plan.num_steps
+        self._finalizer()
         if self.stats.ended is None:
             self.stats.ended = time.perf_counter()
