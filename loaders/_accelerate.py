@@ -12,6 +12,7 @@ imported here: a process that has not imported it gets no link.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import weakref
 from typing import Any
@@ -35,16 +36,19 @@ def accelerate_link(plan: ShardPlan, owner: object) -> Any | None:
     if state is None or loader_module is None or not state.is_initialized():
         return None
 
-    class _PassLink(loader_module.DataLoaderStateMixin):  # type: ignore[misc,name-defined]
-        """One pass, registered like accelerate's own loaders (begin, end)."""
-
-    link = _PassLink()
+    link = _link_class(loader_module.DataLoaderStateMixin)()
     link.gradient_state = state.GradientState()
     link._drop_last = True  # the remainder is set below, from the plan
     link.begin()
     link.remainder = _padded_tail(plan)
     weakref.finalize(owner, _end_ref, weakref.ref(link))
     return link
+
+
+@functools.cache
+def _link_class(mixin: type) -> type:
+    """A pass's link: accelerate's state mixin, registered like its own loaders."""
+    return type("PassLink", (mixin,), {"__doc__": "One pass of a ticktensor DataLoader."})
 
 
 def last_batch(link: Any) -> None:
