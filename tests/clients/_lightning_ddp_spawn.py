@@ -15,37 +15,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import lightning.pytorch as pl
-import torch
+from _lightning_ddp import EPOCHS, Recorder, loader  # the DDP script's model and loader
 from lightning.pytorch.strategies import DDPStrategy
-
-from ticktensor import DataLoader
-from ticktensor.loaders import FastOptions, WindowDataset
-from ticktensor.store import open_store
-
-WINDOW, BATCH, EPOCHS = 4, 8, 2
-
-
-class Recorder(pl.LightningModule):
-    def __init__(self, out: Path) -> None:
-        super().__init__()
-        self.out = out
-        self.layer = torch.nn.Linear(WINDOW * 3, 1)
-        self.seen: list[int] = []
-
-    def on_train_epoch_start(self) -> None:
-        self.seen = []
-
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> torch.Tensor:
-        x, y = batch
-        self.seen += [int(v) for v in x[:, 0, 0].tolist()]
-        return torch.nn.functional.mse_loss(self.layer(x.flatten(1)), y)
-
-    def on_train_epoch_end(self) -> None:
-        name = f"epoch{self.current_epoch}-rank{self.global_rank}.txt"
-        (self.out / name).write_text("".join(f"{i}\n" for i in self.seen))
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
 def main() -> None:
@@ -57,8 +28,6 @@ def main() -> None:
         ".*GPU available but not used.*",
     ):
         warnings.filterwarnings("ignore", expected)
-    dataset = WindowDataset(open_store(url), WINDOW)
-    loader = DataLoader(dataset, batch_size=BATCH, shuffle=True, fast=FastOptions(seed=3))
     trainer = pl.Trainer(
         accelerator="cpu",
         devices=2,
@@ -69,7 +38,7 @@ def main() -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
     )
-    trainer.fit(Recorder(out), train_dataloaders=loader)
+    trainer.fit(Recorder(out), train_dataloaders=loader(url))  # built before any process group
 
 
 if __name__ == "__main__":

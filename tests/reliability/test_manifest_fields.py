@@ -69,10 +69,9 @@ def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return out
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
-@given(data=st.data())
-def test_any_field_with_any_value(manifest_doc: dict[str, Any], data: st.DataObject) -> None:
-    doc = json.loads(json.dumps(manifest_doc))
+def _mutated(original: dict[str, Any], data: st.DataObject) -> bytes:
+    """``original`` as JSON with one field, anywhere in it, deleted or set to any value."""
+    doc = json.loads(json.dumps(original))
     path = data.draw(st.sampled_from(_paths(doc)))
     parent = doc
     for key in path[:-1]:
@@ -81,7 +80,13 @@ def test_any_field_with_any_value(manifest_doc: dict[str, Any], data: st.DataObj
         del parent[path[-1]]
     else:
         parent[path[-1]] = data.draw(JSON)
-    raw = json.dumps(doc).encode()
+    return json.dumps(doc).encode()
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_any_field_with_any_value(manifest_doc: dict[str, Any], data: st.DataObject) -> None:
+    raw = _mutated(manifest_doc, data)
     try:
         parsed = Manifest.from_json(raw, "fuzz.json")
     except (StoreCorruptError, FormatVersionError):
@@ -119,16 +124,7 @@ def entry_doc() -> dict[str, Any]:
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(data=st.data())
 def test_any_log_entry_field_with_any_value(entry_doc: dict[str, Any], data: st.DataObject) -> None:
-    doc = json.loads(json.dumps(entry_doc))
-    path = data.draw(st.sampled_from(_paths(doc)))
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
-    if data.draw(st.booleans()) and isinstance(parent, dict):
-        del parent[path[-1]]
-    else:
-        parent[path[-1]] = data.draw(JSON)
-    raw = json.dumps(doc).encode()
+    raw = _mutated(entry_doc, data)
     try:
         parsed = LogEntry.from_json(raw, "fuzz.json")
     except (StoreCorruptError, FormatVersionError):

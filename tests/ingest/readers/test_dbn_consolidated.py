@@ -3,8 +3,6 @@ databento-dbn's own encoder and compared with its decoder."""
 
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,40 +14,17 @@ from ticktensor.ingest._sources import expand_inputs
 from ticktensor.ingest.readers import ReadOptions
 from ticktensor.ingest.readers.dbn import DbnReader
 
-DAY = dt.date(2024, 8, 8)
-T0 = int(dt.datetime(2024, 8, 8, 14, tzinfo=dt.UTC).timestamp()) * 10**9
+from ._dbn_files import T0
+from ._dbn_files import metadata as dbn_metadata
+
 UNDEF = 2**63 - 1
 
 
-@dataclass(frozen=True)
-class Interval:
-    start_date: dt.date
-    end_date: dt.date
-    symbol: str
-
-
-@dataclass(frozen=True)
-class Mapping:
-    raw_symbol: str
-    intervals: list[Interval]
-
-
 def encode(schema: str, records: list[Any]) -> bytes:
-    fields: dict[str, Any] = {
-        "dataset": "OPRA.PILLAR",
-        "start": T0,
-        "end": T0 + 10**9,
-        "stype_in": db.SType.RAW_SYMBOL,
-        "stype_out": db.SType.INSTRUMENT_ID,
-        "schema": db.Schema.from_str(schema),
-        "symbols": ["AAPL  240816C00220000"],
-        "partial": [],
-        "not_found": [],
-        "mappings": [
-            Mapping("AAPL  240816C00220000", [Interval(DAY, DAY + dt.timedelta(days=1), "7")])
-        ],
-    }
-    return bytes(db.Metadata(**fields).encode()) + b"".join(bytes(r) for r in records)
+    header = dbn_metadata(
+        schema, {"AAPL  240816C00220000": 7}, dataset="OPRA.PILLAR", end=T0 + 10**9
+    )
+    return header + b"".join(bytes(r) for r in records)
 
 
 def pair(i: int) -> Any:

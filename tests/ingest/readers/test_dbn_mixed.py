@@ -3,8 +3,6 @@ type, symbol mappings applied, system and other records skipped and counted."""
 
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,36 +17,12 @@ from ticktensor.ingest._sources import expand_inputs
 from ticktensor.ingest.readers import EventBatch, ReadOptions
 from ticktensor.ingest.readers.dbn import DbnReader
 
-DAY = dt.date(2024, 8, 8)
-T0 = int(dt.datetime(2024, 8, 8, 14, tzinfo=dt.UTC).timestamp()) * 10**9
-
-
-@dataclass(frozen=True)
-class Interval:
-    start_date: dt.date
-    end_date: dt.date
-    symbol: str
-
-
-@dataclass(frozen=True)
-class Mapping:
-    raw_symbol: str
-    intervals: list[Interval]
+from ._dbn_files import T0
+from ._dbn_files import metadata as dbn_metadata
 
 
 def metadata(schema: str | None) -> bytes:
-    fields: dict[str, Any] = {
-        "dataset": "GLBX.MDP3",
-        "start": T0,
-        "stype_in": db.SType.RAW_SYMBOL,
-        "stype_out": db.SType.INSTRUMENT_ID,
-        "schema": None if schema is None else db.Schema.from_str(schema),
-        "symbols": ["ESU4"],
-        "partial": [],
-        "not_found": [],
-        "mappings": [Mapping("ESU4", [Interval(DAY, DAY + dt.timedelta(days=1), "5")])],
-    }
-    return bytes(db.Metadata(**fields).encode())
+    return dbn_metadata(schema, {"ESU4": 5})
 
 
 def mapping(iid: int, name: str, ts: int) -> Any:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,9 @@ from ticktensor.ingest.readers import EventBatch, ReadOptions
 from ticktensor.ingest.readers.dbn import DbnReader
 from ticktensor.store import open_store, table_dataset
 
-DAY = dt.date(2024, 8, 8)
-T0 = int(dt.datetime(2024, 8, 8, 14, tzinfo=dt.UTC).timestamp()) * 10**9
+from ._dbn_files import T0
+from ._dbn_files import metadata as dbn_metadata
+
 EXPIRY = int(dt.datetime(2024, 9, 20, 13, 30, tzinfo=dt.UTC).timestamp()) * 10**9
 UNDEF_PX = 2**63 - 1
 UNDEF_TS = 2**64 - 1
@@ -32,37 +32,8 @@ DEFINITION_CLASSES = {1: db.InstrumentDefMsgV1, 2: db.InstrumentDefMsgV2, 3: db.
 STAT_CLASSES = {1: db.StatMsgV1, 2: db.StatMsgV1, 3: db.StatMsg}
 
 
-@dataclass(frozen=True)
-class Interval:
-    start_date: dt.date
-    end_date: dt.date
-    symbol: str
-
-
-@dataclass(frozen=True)
-class Mapping:
-    raw_symbol: str
-    intervals: list[Interval]
-
-
 def metadata(schema: str | None, version: int = 3) -> bytes:
-    end = DAY + dt.timedelta(days=1)
-    fields: dict[str, Any] = {
-        "dataset": "GLBX.MDP3",
-        "start": T0,
-        "stype_in": db.SType.RAW_SYMBOL,
-        "stype_out": db.SType.INSTRUMENT_ID,
-        "schema": None if schema is None else db.Schema.from_str(schema),
-        "symbols": ["ESU4"],
-        "partial": [],
-        "not_found": [],
-        "mappings": [
-            Mapping("ESU4", [Interval(DAY, end, "5")]),
-            Mapping("ESU4 C5600", [Interval(DAY, end, "9")]),
-        ],
-        "version": version,
-    }
-    return bytes(db.Metadata(**fields).encode())
+    return dbn_metadata(schema, {"ESU4": 5, "ESU4 C5600": 9}, version=version)
 
 
 #: Every field of a definition undefined (v1 and v2 constructors take no defaults).
