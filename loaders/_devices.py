@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Mapping
 
 import torch
 
-from ticktensor.errors import ConfigError
+from .sharding import _env_int
 
 __all__ = ["accelerate_device", "resolve_device"]
 
@@ -59,12 +58,8 @@ def resolve_device(
     given: int | None = device.index  # torch types it int; it is None for a bare "cuda"
     if given is not None:
         return device
-    variables = os.environ if env is None else env
-    local = variables.get("LOCAL_RANK", "").strip()
-    if local:
-        try:
-            return torch.device("cuda", int(local))
-        except ValueError:
-            raise ConfigError(f"LOCAL_RANK={local!r} is not an integer") from None
+    local = _env_int("LOCAL_RANK", env)
+    if local is not None:
+        return torch.device("cuda", local)
     index = current() if current is not None else torch.cuda.current_device()
     return torch.device("cuda", index)

@@ -77,17 +77,18 @@ class Delivery:
         """Check the options against ``dataset`` and allocate what delivery needs."""
         device = resolve_device(options.device)
         dali, resident = options.dali, options.resident
-        if resident is not None and device is None:
-            raise ConfigError("residency='device' needs device= (it resolved to none)")
-        cuda = torch.cuda.is_available()
-        copy: Deliver = host_delivery
-        if device is not None and device.type == "cuda" and dali is None and resident is None:
-            copy = CudaDelivery(device)
         on_cuda = device is not None and device.type == "cuda"
+        copy: Deliver = host_delivery
+        if on_cuda and dali is None and resident is None:
+            assert device is not None  # on_cuda says so
+            copy = CudaDelivery(device)
+        cuda = torch.cuda.is_available()
         pin = bool(cuda and (pin_memory or on_cuda) and resident is None)
         memory = "pinned" if pin else "pageable" if cuda else "pageable (no CUDA)"
         device_chunks = None
-        if resident is not None and device is not None:
+        if resident is not None:
+            # FastOptions refuses residency without a device, and "auto" resolves to one.
+            assert device is not None
             memory = "device-resident (no host batch buffers)"
             device_chunks = DeviceChunks(dataset, device, resident)
         scale = None if dali is None else _dali_normalization(dataset, dali)

@@ -495,15 +495,10 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         idx = np.asarray(indices, dtype=np.int64)
         if idx.ndim != 1 or (idx.size and (idx.min() < 0 or idx.max() >= len(self))):
             raise ConfigError(f"subset indices must be 1-D in [0, {len(self)})")
-        sub = object.__new__(type(self))  # not copy.copy: that would pickle and rebuild
-        sub.__dict__.update(self.__dict__)
+        sub = self._resampled(self.sample_segment[idx], self.sample_start[idx])
         for name in _DERIVED:
-            sub.__dict__.pop(name, None)
             if name in self.__dict__:  # already computed here: slice rather than derive
                 sub.__dict__[name] = _frozen(self.__dict__[name][idx])
-        sub.sample_segment = _frozen(self.sample_segment[idx])
-        sub.sample_start = _frozen(self.sample_start[idx])
-        _LIVE.add(sub)
         return sub
 
     @classmethod
@@ -583,11 +578,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         a batch at a time too.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        n = len(self)
-        if idx.size and (idx.min() < -n or idx.max() >= n):
-            bad = idx[(idx < -n) | (idx >= n)][0]
-            raise IndexError(f"sample {bad} out of range for a dataset of {n} samples")
-        x, y = self._get_batch(idx % n if n else idx, None, None)
+        idx = self.check_indices(np.where(idx < 0, idx + len(self), idx))  # as ds[-1]
+        x, y = self._get_batch(idx, None, None)
         xs, ys = torch.from_numpy(x), torch.from_numpy(y)
         return [(xs[i], ys[i]) for i in range(idx.size)]
 

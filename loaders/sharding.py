@@ -271,9 +271,10 @@ def _detect_world() -> tuple[int, int]:
     return 0, 1
 
 
-def _env_int(name: str) -> int | None:
-    """The integer in environment variable ``name`` (``None`` when unset)."""
-    value = os.environ.get(name)
+def _env_int(name: str, env: Mapping[str, str] | None = None) -> int | None:
+    """The integer in environment variable ``name`` of ``env`` (default: the process's;
+    ``None`` when unset or empty)."""
+    value = (os.environ if env is None else env).get(name)
     if value is None or value.strip() == "":
         return None
     try:
