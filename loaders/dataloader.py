@@ -358,8 +358,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             return self.options.pad
         return path.pad if path.pad is not None else world_size > 1
 
-    def _plan(self, epoch: int, start_sample: int) -> ShardPlan:
-        rank, world = self._world()
+    def _plan(self, epoch: int, start_sample: int, rank: int, world: int) -> ShardPlan:
         path = self._path
         assert path is not None
         assert self.batch_size is not None  # fast path only
@@ -377,7 +376,8 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         """The plan of the pass ``iter()`` starts next, and the path it reads."""
         assert self._path is not None  # fast path only
         self._follow_sampler_epoch()
-        return self._plan(self._passes.epoch, self._passes.next_start()), self._path
+        plan = self._plan(self._passes.epoch, self._passes.next_start(), *self._world())
+        return plan, self._path
 
     def _follow_sampler_epoch(self) -> None:
         """Take the epoch a user set on the ``DistributedSampler`` given."""
@@ -401,7 +401,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         self._follow_sampler_epoch()
         rank, world = self._world()
         handle = self._passes.begin()
-        plan = self._plan(handle.epoch, handle.start_sample)
+        plan = self._plan(handle.epoch, handle.start_sample, rank, world)
         context = (
             f"epoch {handle.epoch}, rank {rank} of {world}, from global sample "
             f"{handle.start_sample}"
