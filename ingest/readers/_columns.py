@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ticktensor.errors import ConfigError, SchemaError
-from ticktensor.schemas import EventKind, schema_for
+from ticktensor.schemas import EventKind, parse_duration_ns, schema_for
 
 from ._base import Inference, ReadOptions
 from ._names import DATE_NAMES, match_columns, normalize
@@ -45,8 +45,6 @@ _PRICE_NAMES = {"price", "bid_px", "ask_px", "open", "high", "low", "close", "vw
 _OFFSET = r"(Z|[+-]\d\d:?\d\d)$"
 _DECIMAL = r"^\s*(?P<int>[+-]?\d+)(?:\.(?P<frac>\d{0,9})\d*)?\s*$"
 _INTERVAL = re.compile(r"(?:^|[_\-.])(\d+)(s|m|min|h|d)(?=$|[_\-.])")
-_INTERVAL_NS = {"s": 10**9, "m": 60 * 10**9, "min": 60 * 10**9, "h": 3600 * 10**9}
-_INTERVAL_NS["d"] = 86400 * 10**9
 
 
 def is_price(name: str) -> bool:
@@ -203,7 +201,13 @@ def resolve_time(plan: ColumnPlan, first: object, time_part: object = None) -> C
 def _interval_from_name(source: str) -> int | None:
     stem = source.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
     found = _INTERVAL.findall(stem)
-    return int(found[-1][0]) * _INTERVAL_NS[found[-1][1]] if found else None
+    if not found:
+        return None
+    amount, unit = found[-1]
+    try:
+        return parse_duration_ns(amount + ("m" if unit == "min" else unit))
+    except ConfigError:  # a zero length ("_0s") names no bar length
+        return None
 
 
 def safe_cast(array: pa.Array, type_: pa.DataType) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
