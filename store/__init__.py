@@ -1,4 +1,4 @@
-"""The store format: versioned, content-hashed Zarr v3 feature segments and Parquet events.
+"""The store format: versioned, content-hashed Zarr v3 feature packs/segments and Parquet events.
 
 The store is the contract between :mod:`ticktensor.ingest` (which writes) and
 :mod:`ticktensor.loaders` (which reads). See ``docs/store-format.md``.
@@ -7,6 +7,7 @@ The store is the contract between :mod:`ticktensor.ingest` (which writes) and
 from collections.abc import Mapping
 from typing import Any
 
+from ._chunk_map import ChunkMap, StoredChunk
 from ._layout import Codec, Layout
 from ._location import Location, safe_component
 from ._log import LogEntry
@@ -15,11 +16,13 @@ from ._manifest import (
     FeatureStats,
     FileEntry,
     Manifest,
+    PackRecord,
     SegmentRecord,
     SourceFile,
     TableRecord,
 )
 from ._object_errors import object_store_error
+from ._packs import PackData, PackIndex
 from ._query import duckdb_relation, table_dataset, table_files
 from ._reference import definitions_asof
 from ._repair import RepairReport
@@ -30,6 +33,7 @@ from ._version import SegmentData, StoreVersion
 
 __all__ = [
     "FORMAT_VERSION",
+    "ChunkMap",
     "Codec",
     "FeatureStats",
     "FileEntry",
@@ -37,6 +41,9 @@ __all__ = [
     "Location",
     "LogEntry",
     "Manifest",
+    "PackData",
+    "PackIndex",
+    "PackRecord",
     "RepairReport",
     "SegmentArrays",
     "SegmentData",
@@ -44,6 +51,7 @@ __all__ = [
     "SourceFile",
     "Store",
     "StoreVersion",
+    "StoredChunk",
     "TableRecord",
     "VerifyReport",
     "definitions_asof",

@@ -164,6 +164,12 @@ class Location:
             data: bytes = self.fs.cat_file(self.path(rel))
         return data
 
+    def read_range(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of ``rel`` (one ranged request on an object store)."""
+        with self.talking():
+            data: bytes = self.fs.cat_file(self.path(rel), start=start, end=end)
+        return data
+
     def size(self, rel: str) -> int:
         with self.talking():
             return int(self.fs.size(self.path(rel)))

@@ -13,6 +13,7 @@ from ._manifest import (
     FORMAT_VERSION,
     FeatureStats,
     FileEntry,
+    PackRecord,
     SegmentRecord,
     TableRecord,
     _dict,
@@ -21,6 +22,7 @@ from ._manifest import (
     _int,
     _list,
     _names,
+    _pack_from_dict,
     _segment_from_dict,
     _stats_from_dict,
     _str,
@@ -56,8 +58,9 @@ class RemovedRecord:
 class LogEntry:
     """One store version as a change to its parent (store format 2).
 
-    ``segments`` and ``tables`` are the records the version adds; ``removed_segments``
-    and ``removed_tables`` the parent's records it drops (a record superseded by
+    ``segments``, ``packs`` and ``tables`` are the records the version adds;
+    ``removed_segments``, ``removed_packs`` and ``removed_tables`` the parent's records
+    it drops (a record superseded by
     ``replace=True`` is removed, then its successor added). Names, statistics and
     attributes are the version's own, in full: they are small. ``checkpoint`` is set on
     versions whose full state is also written as a checkpoint file.
@@ -77,6 +80,8 @@ class LogEntry:
     stats: FeatureStats | None = None
     attributes: Mapping[str, Any] = field(default_factory=dict)
     checkpoint: CheckpointRef | None = None
+    packs: tuple[PackRecord, ...] = ()
+    removed_packs: tuple[RemovedRecord, ...] = ()
 
     def to_json(self) -> bytes:
         """Canonical JSON (sorted keys, no NaN), so equal entries are equal bytes."""
@@ -90,6 +95,7 @@ class LogEntry:
             "removed_tables": [
                 _removed_to_dict(r, ("kind", "symbol", "session")) for r in self.removed_tables
             ],
+            "removed_packs": [_removed_to_dict(r, ("session",)) for r in self.removed_packs],
             "checkpoint": None
             if self.checkpoint is None
             else {
@@ -125,7 +131,7 @@ class LogEntry:
             raise StoreCorruptError(
                 f"{where}: log entry field missing or malformed: {type(exc).__name__} {exc}"
             ) from None
-        check_record_paths(entry.segments, entry.tables, where)
+        check_record_paths(entry.segments, entry.tables, where, entry.packs)
         if entry.checkpoint is not None:
             check_relative(entry.checkpoint.path, f"{where}: checkpoint", prefix="versions/")
         return entry
@@ -163,6 +169,11 @@ def _entry_from_dict(doc: dict[str, Any]) -> LogEntry:
         checkpoint=None
         if checkpoint is None
         else CheckpointRef(_str(_dict(checkpoint)["path"]), _entry(checkpoint["file"])),
+        # Entries written before packs existed have neither list.
+        packs=tuple(_pack_from_dict(p, features, labels) for p in _list(doc.get("packs", []))),
+        removed_packs=tuple(
+            _removed_from_dict(r, ("session",)) for r in _list(doc.get("removed_packs", []))
+        ),
     )
 
 

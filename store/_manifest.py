@@ -18,6 +18,7 @@ __all__ = [
     "FeatureStats",
     "FileEntry",
     "Manifest",
+    "PackRecord",
     "SegmentRecord",
     "SourceFile",
     "TableRecord",
@@ -111,6 +112,38 @@ class SegmentRecord:
 
 
 @dataclass(frozen=True)
+class PackRecord:
+    """One immutable pack: every symbol's feature rows of one session, in one Zarr group.
+
+    Rows are sorted by (symbol, ts); which rows belong to which symbol is the pack's
+    offsets index, kept inside the pack (``store._packs.PackIndex``), so a record costs
+    the same at any number of symbols. ``files`` maps every object below ``path`` to its
+    hash and size, as for segments.
+    """
+
+    session: str
+    path: str
+    rows: int
+    symbols: int
+    ts_start: int
+    ts_end: int
+    layout: Mapping[str, Any]
+    content_hash: str
+    files: Mapping[str, FileEntry]
+    feature_names: tuple[str, ...]
+    label_names: tuple[str, ...] = ()
+    sources: tuple[SourceFile, ...] = ()
+
+    @property
+    def key(self) -> tuple[str]:
+        return (self.session,)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(f.bytes for f in self.files.values())
+
+
+@dataclass(frozen=True)
 class TableRecord:
     """One immutable Parquet table of events (``kind`` is an event schema or ``quarantine``)."""
 
@@ -153,18 +186,25 @@ class Manifest:
     tables: tuple[TableRecord, ...] = ()
     stats: FeatureStats | None = None
     attributes: Mapping[str, Any] = field(default_factory=dict)
+    packs: tuple[PackRecord, ...] = ()
 
     @property
     def symbols(self) -> tuple[str, ...]:
+        """Symbols of the segments and tables (a pack's symbols are inside the pack:
+        :attr:`StoreVersion.symbols` reads them)."""
         return tuple(sorted({s.symbol for s in self.segments} | {t.symbol for t in self.tables}))
 
     @property
     def rows(self) -> int:
-        return sum(s.rows for s in self.segments)
+        return sum(s.rows for s in self.segments) + sum(p.rows for p in self.packs)
 
     @property
     def nbytes(self) -> int:
-        return sum(s.nbytes for s in self.segments) + sum(t.nbytes for t in self.tables)
+        return (
+            sum(s.nbytes for s in self.segments)
+            + sum(p.nbytes for p in self.packs)
+            + sum(t.nbytes for t in self.tables)
+        )
 
     def evolve(self, **changes: Any) -> Manifest:
         return replace(self, **changes)
@@ -217,23 +257,35 @@ class Manifest:
                 attributes=_dict(doc["attributes"]),
                 segments=tuple(_segment_from_dict(s, features, labels) for s in doc["segments"]),
                 tables=tuple(_table_from_dict(t) for t in doc["tables"]),
+                packs=tuple(
+                    _pack_from_dict(p, features, labels) for p in _list(doc.get("packs", []))
+                ),
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
             raise StoreCorruptError(
                 f"{where}: manifest field missing or malformed: {type(exc).__name__} {exc}"
             ) from None
-        check_record_paths(manifest.segments, manifest.tables, where)
+        check_record_paths(manifest.segments, manifest.tables, where, manifest.packs)
         return manifest
 
 
 def check_record_paths(
-    segments: Iterable[SegmentRecord], tables: Iterable[TableRecord], where: str
+    segments: Iterable[SegmentRecord],
+    tables: Iterable[TableRecord],
+    where: str,
+    packs: Iterable[PackRecord] = (),
 ) -> None:
-    """Every path a record names stays inside the store (``segments/``, ``events/``)."""
+    """Every path a record names stays inside the store (``segments/``, ``packs/``,
+    ``events/``)."""
     for seg in segments:
         what = f"{where}: segment {seg.symbol}/{seg.session}"
         check_relative(seg.path, what, prefix="segments/")
         for name in seg.files:
+            check_relative(name, f"{what} file")
+    for pack in packs:
+        what = f"{where}: pack {pack.session}"
+        check_relative(pack.path, what, prefix="packs/")
+        for name in pack.files:
             check_relative(name, f"{what} file")
     for tab in tables:
         check_relative(tab.path, f"{where}: {tab.kind} table {tab.symbol}", prefix="events/")
@@ -368,6 +420,48 @@ def _segment_from_dict(
     )
 
 
+def _pack_to_dict(
+    p: PackRecord, feature_names: tuple[str, ...], label_names: tuple[str, ...]
+) -> dict[str, Any]:
+    if p.feature_names != feature_names or p.label_names != label_names:
+        raise ValueError(f"pack {p.session} has other feature names than its version")
+    return {
+        "session": p.session,
+        "path": p.path,
+        "rows": p.rows,
+        "symbols": p.symbols,
+        "ts_start": p.ts_start,
+        "ts_end": p.ts_end,
+        "layout": dict(p.layout),
+        "content_hash": p.content_hash,
+        "files": _files_to_dict(p.files),
+        "sources": _sources_to_list(p.sources),
+    }
+
+
+def _pack_from_dict(
+    d: dict[str, Any], feature_names: tuple[str, ...], label_names: tuple[str, ...]
+) -> PackRecord:
+    d = _dict(d)
+    rows, symbols = _int(d["rows"]), _int(d["symbols"])
+    if rows < 0 or symbols < 0:
+        raise ValueError(f"negative row or symbol count ({rows}, {symbols})")
+    return PackRecord(
+        feature_names=feature_names,
+        label_names=label_names,
+        session=_str(d["session"]),
+        path=_str(d["path"]),
+        rows=rows,
+        symbols=symbols,
+        ts_start=_int(d["ts_start"]),
+        ts_end=_int(d["ts_end"]),
+        layout=_dict(d["layout"]),
+        content_hash=_hex(d["content_hash"]),
+        files={_str(k): _entry(v) for k, v in _dict(d["files"]).items()},
+        sources=_sources_from_list(d["sources"]),
+    )
+
+
 def _table_to_dict(t: TableRecord) -> dict[str, Any]:
     return {
         "kind": t.kind,
@@ -461,10 +555,13 @@ class _VersionFields(Protocol):
     @property
     def tables(self) -> tuple[TableRecord, ...]: ...
 
+    @property
+    def packs(self) -> tuple[PackRecord, ...]: ...
+
 
 def version_fields(v: _VersionFields) -> dict[str, Any]:
     """The JSON fields a checkpoint and a log entry share: the version, its parent, names,
-    statistics, attributes, and its segments and tables (all, or those it adds)."""
+    statistics, attributes, and its segments, packs and tables (all, or those it adds)."""
     return {
         "version": v.version,
         "parent": v.parent,
@@ -477,4 +574,5 @@ def version_fields(v: _VersionFields) -> dict[str, Any]:
         "attributes": dict(v.attributes),
         "segments": [_segment_to_dict(s, v.feature_names, v.label_names) for s in v.segments],
         "tables": [_table_to_dict(t) for t in v.tables],
+        "packs": [_pack_to_dict(p, v.feature_names, v.label_names) for p in v.packs],
     }

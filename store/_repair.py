@@ -4,7 +4,7 @@ A crash between writing files and flipping ``latest.json`` leaves files that no 
 refers to: segments and tables of the lost commit, an unpublished log entry or
 checkpoint, temporary ``*.tmp-*`` files, a job's ``staging/`` folder. They are harmless
 (readers never see them) but take space. :func:`find_orphans` lists every file below
-``segments/``, ``events/``, ``versions/`` and ``staging/`` that no published version
+``segments/``, ``packs/``, ``events/``, ``versions/`` and ``staging/`` that no published version
 (0 to the latest) refers to, and temporary files of interrupted atomic writes at the
 root; :func:`repair` removes those older than a grace period, so that files a running
 job has written but not yet committed are left alone.
@@ -24,7 +24,7 @@ from ._manifest import Manifest
 __all__ = ["RepairReport", "find_orphans", "repair"]
 
 #: Folders whose files are referenced by manifests (or are scratch).
-AREAS = ("segments", "events", "versions", "staging")
+AREAS = ("segments", "packs", "events", "versions", "staging")
 
 
 @dataclass
@@ -53,6 +53,8 @@ def referenced_files(manifests: Iterable[Manifest]) -> set[str]:
         keep.update((entry_path(m.version), checkpoint_path(m.version)))
         for seg in m.segments:
             keep.update(f"{seg.path}/{name}" for name in seg.files)
+        for pack in m.packs:
+            keep.update(f"{pack.path}/{name}" for name in pack.files)
         keep.update(t.path for t in m.tables)
     return keep
 

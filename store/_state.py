@@ -10,11 +10,11 @@ from typing import Any, TypeVar
 from ticktensor.errors import SchemaError, StoreCorruptError, VersionConflictError
 
 from ._log import LogEntry, RemovedRecord
-from ._manifest import Manifest, SegmentRecord, TableRecord
+from ._manifest import Manifest, PackRecord, SegmentRecord, TableRecord
 
 __all__ = ["Changes", "VersionState"]
 
-_R = TypeVar("_R", SegmentRecord, TableRecord)
+_R = TypeVar("_R", SegmentRecord, TableRecord, PackRecord)
 
 
 @dataclass(frozen=True)
@@ -27,10 +27,19 @@ class Changes:
     removed_tables: tuple[RemovedRecord, ...]
     feature_names: tuple[str, ...]
     label_names: tuple[str, ...]
+    packs: tuple[PackRecord, ...] = ()
+    removed_packs: tuple[RemovedRecord, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.segments or self.tables or self.removed_segments or self.removed_tables)
+        return not (
+            self.segments
+            or self.tables
+            or self.packs
+            or self.removed_segments
+            or self.removed_tables
+            or self.removed_packs
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,28 +56,36 @@ class VersionState:
     info: Manifest  # the version's own fields; its record tuples are left empty
     segments: Mapping[tuple[str, str], SegmentRecord]
     tables: Mapping[tuple[str, str, str], TableRecord]
+    packs: Mapping[tuple[str], PackRecord]
 
     @classmethod
     def before_first(cls) -> VersionState:
         """The state a version-0 log entry applies to: nothing."""
         info = Manifest(-1, None, None, "", "", (), ())
-        return cls(-1, None, info, {}, {})
+        return cls(-1, None, info, {}, {}, {})
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, sha256: str, where: str) -> VersionState:
         """The state a full manifest (format 1, or a format-2 checkpoint) describes."""
         segments = {s.key: s for s in manifest.segments}
         tables = {t.key: t for t in manifest.tables}
-        if len(segments) != len(manifest.segments) or len(tables) != len(manifest.tables):
+        packs = {p.key: p for p in manifest.packs}
+        if (
+            len(segments) != len(manifest.segments)
+            or len(tables) != len(manifest.tables)
+            or len(packs) != len(manifest.packs)
+        ):
             raise StoreCorruptError(f"{where}: a (symbol, session) key appears twice")
-        info = manifest.evolve(segments=(), tables=())
-        state = cls(manifest.version, sha256, info, segments, tables)
+        info = manifest.evolve(segments=(), tables=(), packs=())
+        state = cls(manifest.version, sha256, info, segments, tables, packs)
         state.__dict__["manifest"] = manifest  # already built: keep it
         return state
 
     def vouched_by(self, sha256: str) -> VersionState:
         """This state, as published by the version file with hash ``sha256``."""
-        state = VersionState(self.version, sha256, self.info, self.segments, self.tables)
+        state = VersionState(
+            self.version, sha256, self.info, self.segments, self.tables, self.packs
+        )
         if "manifest" in self.__dict__:
             state.__dict__["manifest"] = self.__dict__["manifest"]
         return state
@@ -79,6 +96,7 @@ class VersionState:
         return self.info.evolve(
             segments=tuple(self.segments[k] for k in sorted(self.segments)),
             tables=tuple(self.tables[k] for k in sorted(self.tables)),
+            packs=tuple(self.packs[k] for k in sorted(self.packs)),
         )
 
     def apply(self, entry: LogEntry, sha256: str, where: str) -> VersionState:
@@ -91,6 +109,7 @@ class VersionState:
             )
         segments = _applied(self.segments, entry.removed_segments, entry.segments, where)
         tables = _applied(self.tables, entry.removed_tables, entry.tables, where)
+        packs = _applied(self.packs, entry.removed_packs, entry.packs, where)
         info = Manifest(
             version=entry.version,
             parent=entry.parent,
@@ -102,7 +121,7 @@ class VersionState:
             stats=entry.stats,
             attributes=entry.attributes,
         )
-        return VersionState(entry.version, sha256, info, segments, tables)
+        return VersionState(entry.version, sha256, info, segments, tables, packs)
 
     def changes(
         self,
@@ -110,36 +129,83 @@ class VersionState:
         tables: Sequence[TableRecord],
         *,
         replace: bool,
+        packs: Sequence[PackRecord] = (),
     ) -> Changes:
-        """What committing ``segments`` and ``tables`` on this state changes: O(their number).
+        """What committing ``segments``, ``packs`` and ``tables`` on this state changes.
 
-        A record equal in path to the published one with its key is a no-op; one with
-        other content conflicts (:class:`VersionConflictError`) unless ``replace``.
-        Every segment of the result must share feature and label names
-        (:class:`SchemaError`).
+        O(their number), plus one pass over the segments when packs are added. A record
+        equal in path to the published one with its key is a no-op; one with other
+        content conflicts (:class:`VersionConflictError`) unless ``replace``. A session
+        is held either by one pack or by segments: a pack added for a session that has
+        segments removes them under ``replace`` (that is how ``migrate`` packs a
+        session) and conflicts otherwise; a segment for a packed session conflicts (a
+        correction rewrites the session's pack). Every segment and pack of the result
+        must share feature and label names (:class:`SchemaError`).
         """
         add_segs, rm_segs = _changed(self.segments, segments, replace, self.version)
         add_tabs, rm_tabs = _changed(self.tables, tables, replace, self.version)
+        add_packs, rm_packs = _changed(self.packs, packs, replace, self.version)
+        rm_segs = rm_segs + self._segments_under(add_packs, add_segs, replace)
         feature_names, label_names = self.info.feature_names, self.info.label_names
-        if add_segs:
-            first = add_segs[0]
-            kept = len(self.segments) - len(rm_segs)
+        added: list[SegmentRecord | PackRecord] = [*add_segs, *add_packs]
+        if added:
+            kept = len(self.segments) - len(rm_segs) + len(self.packs) - len(rm_packs)
             names = (
-                (first.feature_names, first.label_names)
+                (added[0].feature_names, added[0].label_names)
                 if not kept
                 else (self.info.feature_names, self.info.label_names)
             )
-            for seg in add_segs:
-                if (seg.feature_names, seg.label_names) != names:
+            for rec in added:
+                if (rec.feature_names, rec.label_names) != names:
+                    what = (
+                        f"segment {rec.symbol}/{rec.session}"
+                        if isinstance(rec, SegmentRecord)
+                        else f"pack {rec.session}"
+                    )
                     raise SchemaError(
-                        f"segment {seg.symbol}/{seg.session} has features "
-                        f"{list(seg.feature_names)} and labels {list(seg.label_names)}; the "
-                        f"version has features {list(names[0])} and labels {list(names[1])}"
+                        f"{what} has features {list(rec.feature_names)} and labels "
+                        f"{list(rec.label_names)}; the version has features "
+                        f"{list(names[0])} and labels {list(names[1])}"
                     )
             feature_names, label_names = names
         return Changes(
-            add_segs, add_tabs, rm_segs, rm_tabs, tuple(feature_names), tuple(label_names)
+            add_segs,
+            add_tabs,
+            rm_segs,
+            rm_tabs,
+            tuple(feature_names),
+            tuple(label_names),
+            add_packs,
+            rm_packs,
         )
+
+    def _segments_under(
+        self,
+        packs: Sequence[PackRecord],
+        segments: Sequence[SegmentRecord],
+        replace: bool,
+    ) -> tuple[RemovedRecord, ...]:
+        """The published segments that ``packs`` take the place of; a segment added for
+        a session a pack holds is a conflict."""
+        packed = {p.session for p in self.packs.values()} | {p.session for p in packs}
+        for seg in segments:
+            if seg.session in packed:
+                raise VersionConflictError(
+                    f"{seg.symbol}/{seg.session}: session {seg.session} is stored as a pack; "
+                    "a correction writes the session's pack again (Store.write_pack)"
+                )
+        if not packs or not self.segments:
+            return ()
+        sessions = {p.session for p in packs}
+        under = [rec for key, rec in self.segments.items() if key[1] in sessions]
+        if under and not replace:
+            first = under[0]
+            raise VersionConflictError(
+                f"session {first.session} has {len(under)} segment(s) in version "
+                f"{self.version} (e.g. {first.symbol}); pass replace=True to store it as a "
+                "pack instead (ticktensor migrate)"
+            )
+        return tuple(RemovedRecord(rec.key, rec.path) for rec in under)
 
 
 def _changed(

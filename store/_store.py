@@ -1,4 +1,4 @@
-"""The store: create, open, write segments and tables, commit versions atomically."""
+"""The store: create, open, write segments, packs and tables, commit versions atomically."""
 
 from __future__ import annotations
 
@@ -32,12 +32,14 @@ from ._manifest import (
     FeatureStats,
     FileEntry,
     Manifest,
+    PackRecord,
     SegmentRecord,
     SourceFile,
     TableRecord,
     load_json,
     sha256_hex,
 )
+from ._packs import pack_content_hash, pack_path, write_pack
 from ._repair import RepairReport
 from ._repair import repair as repair_store
 from ._segments import segment_content_hash, segment_path, write_segment
@@ -312,6 +314,51 @@ class Store:
             sources=sources,
         )
 
+    def write_pack(
+        self,
+        *,
+        session: str,
+        symbols: Sequence[str],
+        offsets: npt.ArrayLike,
+        ts: npt.NDArray[np.int64],
+        values: npt.NDArray[np.float32],
+        feature_names: Sequence[str],
+        labels: npt.NDArray[np.float32] | None = None,
+        label_names: Sequence[str] = (),
+        layout: Layout | None = None,
+        sources: Sequence[SourceFile] = (),
+    ) -> PackRecord:
+        """Write one session of every symbol as a pack; visible at the next :meth:`commit`.
+
+        Rows are sorted by (symbol, ts): ``symbols`` sorted and distinct, symbol ``i``
+        holding rows ``offsets[i]:offsets[i+1]``. A pack identical to the latest
+        version's pack of the session writes nothing and returns the published record.
+        Correcting one symbol's day means writing the session's pack again and
+        committing it with ``replace=True`` (copy-on-write; docs/store-format.md).
+        """
+        layout = layout or self._layout
+        offsets = np.asarray(offsets, dtype=np.int64)
+        content_hash = pack_content_hash(
+            session, symbols, offsets, ts, values, labels, feature_names, label_names, layout
+        )
+        published = self._latest().packs.get((session,))
+        if published is not None and published.path == pack_path(session, content_hash):
+            return published
+        return write_pack(
+            self._location,
+            session=session,
+            symbols=symbols,
+            offsets=offsets,
+            ts=ts,
+            values=values,
+            labels=labels,
+            feature_names=feature_names,
+            label_names=label_names,
+            layout=layout,
+            sources=sources,
+            content_hash=content_hash,
+        )
+
     def write_table(
         self,
         *,
@@ -345,13 +392,14 @@ class Store:
         *,
         segments: Iterable[SegmentRecord] = (),
         tables: Iterable[TableRecord] = (),
+        packs: Iterable[PackRecord] = (),
         stats: FeatureStats | None = None,
         attributes: Mapping[str, Any] | None = None,
         message: str = "",
         base_version: int | None = None,
         replace: bool = False,
     ) -> StoreVersion:
-        """Publish a new version: the latest one plus ``segments`` and ``tables``.
+        """Publish a new version: the latest one plus ``segments``, ``packs`` and ``tables``.
 
         Parameters
         ----------
@@ -359,13 +407,14 @@ class Store:
             The version the caller's work was based on; if another commit has
             landed since, :class:`~ticktensor.errors.VersionConflictError` is raised.
         replace
-            Allow a segment or table to supersede one with the same key
-            (symbol, session) but other content. Without it that is a conflict.
+            Allow a segment, pack or table to supersede one with the same key
+            (symbol, session; session) but other content, and a pack to take the place
+            of its session's segments. Without it that is a conflict.
 
         Returns the new version, or the latest one unchanged when nothing differs
         (re-committing identical segments is a no-op).
         """
-        segments, tables = list(segments), list(tables)
+        segments, tables, packs = list(segments), list(tables), list(packs)
         with self._location.lock(LOCK_FILE):
             pointer = self._read_pointer()
             latest = int(pointer["version"])
@@ -375,7 +424,7 @@ class Store:
                     f"but the latest is {latest}; reopen and redo the change"
                 )
             base = self._state_at(pointer)
-            changes = base.changes(segments, tables, replace=replace)
+            changes = base.changes(segments, tables, replace=replace, packs=packs)
             new_attrs = {**base.info.attributes, **(attributes or {})}
             new_stats = stats if stats is not None else base.info.stats
             if (
@@ -384,7 +433,7 @@ class Store:
                 and new_attrs == dict(base.info.attributes)
             ):
                 return StoreVersion.of_state(self._location, base)
-            self._check_written([*changes.segments, *changes.tables])
+            self._check_written([*changes.segments, *changes.packs, *changes.tables])
             self._location.flush()  # the new data files reach the disk before the log
             entry = LogEntry(
                 version=latest + 1,
@@ -398,6 +447,8 @@ class Store:
                 tables=tuple(sorted(changes.tables, key=lambda r: r.key)),
                 removed_segments=tuple(sorted(changes.removed_segments, key=lambda r: r.key)),
                 removed_tables=tuple(sorted(changes.removed_tables, key=lambda r: r.key)),
+                packs=tuple(sorted(changes.packs, key=lambda r: r.key)),
+                removed_packs=tuple(sorted(changes.removed_packs, key=lambda r: r.key)),
                 stats=new_stats,
                 attributes=new_attrs,
             )
@@ -425,12 +476,12 @@ class Store:
             entry, checkpoint=CheckpointRef(rel, FileEntry(sha256_hex(data), len(data)))
         )
 
-    def _check_written(self, records: Sequence[SegmentRecord | TableRecord]) -> None:
+    def _check_written(self, records: Sequence[SegmentRecord | PackRecord | TableRecord]) -> None:
         for rec in records:
             files = (
-                {f"{rec.path}/{k}": v for k, v in rec.files.items()}
-                if isinstance(rec, SegmentRecord)
-                else {rec.path: rec.file}
+                {rec.path: rec.file}
+                if isinstance(rec, TableRecord)
+                else {f"{rec.path}/{k}": v for k, v in rec.files.items()}
             )
             for rel, entry in files.items():
                 try:

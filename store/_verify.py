@@ -35,6 +35,9 @@ def _expected_files(manifest: Manifest) -> list[tuple[str, str, FileEntry]]:
             out.append(
                 (f"segment {seg.symbol}/{seg.session} chunk {name}", f"{seg.path}/{name}", entry)
             )
+    for pack in manifest.packs:
+        for name, entry in pack.files.items():
+            out.append((f"pack {pack.session} file {name}", f"{pack.path}/{name}", entry))
     out.extend(
         (f"{tab.kind} table {tab.symbol}/{tab.session}", tab.path, tab.file)
         for tab in manifest.tables

@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import zarr
 
 from ticktensor.errors import StoreCorruptError
 
+from ._chunk_map import ChunkMap, segment_chunk_map
 from ._layout import Layout
 from ._location import Location
-from ._manifest import FeatureStats, Manifest, SegmentRecord, TableRecord
+from ._manifest import FeatureStats, Manifest, PackRecord, SegmentRecord, TableRecord
+from ._packs import PackData, PackIndex, pack_chunk_map, read_pack_index
 from ._segments import SegmentArrays, open_segment, read_array, segment_content_hash
 from ._state import VersionState
 from ._tables import read_table
 
 __all__ = ["SegmentData", "StoreVersion"]
+
+
+def _node(group: zarr.Group, name: str, where: str) -> zarr.Array[Any]:
+    try:
+        node = group[name]
+    except KeyError:
+        raise StoreCorruptError(f"{where}: array {name!r} is missing") from None
+    if not isinstance(node, zarr.Array):
+        raise StoreCorruptError(f"{where}: {name!r} is a group, expected an array")
+    return node
 
 
 @dataclass(frozen=True)
@@ -36,6 +51,7 @@ class StoreVersion:
     def __init__(self, location: Location, manifest: Manifest | VersionState) -> None:
         self._location = location
         self._source = manifest
+        self._indexes: dict[str, PackIndex] = {}  # a race reads an index twice, no harm
 
     @classmethod
     def of_state(cls, location: Location, state: VersionState) -> StoreVersion:
@@ -52,7 +68,7 @@ class StoreVersion:
     def __repr__(self) -> str:
         return (
             f"StoreVersion({self._location.url!r}, version={self.version}, "
-            f"segments={len(self.segments)}, rows={self.rows})"
+            f"segments={len(self.segments)}, packs={len(self.packs)}, rows={self.rows})"
         )
 
     @property
@@ -80,12 +96,61 @@ class StoreVersion:
         return self.manifest.segments
 
     @property
+    def packs(self) -> tuple[PackRecord, ...]:
+        """The version's packs (one per packed session), by session."""
+        return self.manifest.packs
+
+    @property
     def tables(self) -> tuple[TableRecord, ...]:
         return self.manifest.tables
 
-    @property
+    @functools.cached_property
     def symbols(self) -> tuple[str, ...]:
-        return self.manifest.symbols
+        """Every symbol with a segment, a pack's rows or a table (reads each pack's index)."""
+        packed = {s for p in self.packs for s in self.pack_index(p).symbols}
+        return tuple(sorted(set(self.manifest.symbols) | packed))
+
+    def pack(self, session: str) -> PackRecord:
+        """The pack of ``session``; ``KeyError`` if the session is not packed."""
+        if isinstance(self._source, VersionState):
+            found = self._source.packs.get((session,))
+        else:
+            found = next((p for p in self.packs if p.session == session), None)
+        if found is None:
+            raise KeyError(f"version {self.version} has no pack of session {session}")
+        return found
+
+    def pack_index(self, record: PackRecord) -> PackIndex:
+        """The pack's symbols and their row ranges (read once per version view)."""
+        index = self._indexes.get(record.path)
+        if index is None:
+            index = self._indexes[record.path] = read_pack_index(self._location, record)
+        return index
+
+    def chunk_map(self, record: SegmentRecord | PackRecord, array: str) -> ChunkMap:
+        """Which byte ranges of which objects hold each chunk of the record's ``array``
+        (``ts``, ``values`` or ``labels``): what a reader needs to load rows itself."""
+        if isinstance(record, PackRecord):
+            return pack_chunk_map(self._location, record, self.pack_index(record), array)
+        return segment_chunk_map(self._location, record, array)
+
+    def read_pack(self, record: PackRecord) -> PackData:
+        """A whole pack in memory, read through zarr-python (as any Zarr v3 reader would)."""
+        index = self.pack_index(record)
+        group = zarr.open_group(self._location.zarr_store(record.path, read_only=True), mode="r")
+        where = f"pack {record.session} ({self._location.display(record.path)})"
+        ts = read_array(_node(group, "ts", where), "ts", np.int64, where)
+        values = read_array(_node(group, "values", where), "values", np.float32, where)
+        labels = (
+            read_array(_node(group, "labels", where), "labels", np.float32, where)
+            if record.label_names
+            else None
+        )
+        if ts.shape[0] != record.rows:
+            raise StoreCorruptError(
+                f"{where}: {ts.shape[0]} rows stored, the record says {record.rows}"
+            )
+        return PackData(index.symbols, index.offsets, ts, values, labels)
 
     @property
     def rows(self) -> int:

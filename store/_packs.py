@@ -1,0 +1,431 @@
+"""Packs: every symbol's feature rows of one session in one Zarr v3 group of sharded arrays.
+
+A pack replaces the one-group-per-(symbol, session) segments of a wide universe. Its
+rows are sorted by (symbol, ts); the group's attributes hold the sorted symbols and the
+offsets index (symbol ``i`` holds rows ``offsets[i]:offsets[i+1]``). The row arrays
+``ts``, ``values`` and ``labels`` use the core ``sharding_indexed`` codec: inner chunks
+of ``chunk_rows`` rows (the unit a reader decodes) inside shards of up to
+:data:`SHARD_BYTES` of decoded values (one object each), so a session is a handful of
+objects whatever its number of symbols. ``chunk_sha256 [arrays, chunks, 32]`` holds the
+sha256 of every inner chunk's stored bytes, so a reader can check one byte range and
+``verify`` names the damaged chunk. See docs/store-format.md, "Packs".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ticktensor.errors import SchemaError, StoreCorruptError
+
+from ._chunk_map import ChunkMap, StoredChunk, codec_of
+from ._layout import Codec, Layout
+from ._location import Location, safe_component
+from ._manifest import FileEntry, PackRecord, SourceFile, sha256_hex
+from ._zarr_write import array_files, encode_chunks, group_file, shard_objects, sharding_document
+
+__all__ = [
+    "PACK_FORMAT_VERSION",
+    "SHARD_BYTES",
+    "PackData",
+    "PackIndex",
+    "pack_chunk_map",
+    "pack_content_hash",
+    "read_pack_index",
+    "write_pack",
+]
+
+#: Format of a pack's Zarr group; part of its content hash.
+PACK_FORMAT_VERSION: Final = 1
+#: Decoded bytes of ``values`` per shard, at most (a shard is one object).
+SHARD_BYTES: Final = 256 << 20
+#: The arrays whose inner chunks ``chunk_sha256`` hashes, in its order.
+HASHED: Final = ("ts", "values", "labels")
+
+Int64s = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class PackIndex:
+    """Which rows of a pack belong to which symbol (read from the pack's group)."""
+
+    record: PackRecord
+    symbols: tuple[str, ...]
+    offsets: Int64s
+    chunk_rows: int
+    shard_rows: int
+
+    def rows_of(self, symbol: str) -> tuple[int, int]:
+        """Rows ``[lo, hi)`` of ``symbol``; ``KeyError`` when the pack does not hold it."""
+        i = int(np.searchsorted(np.asarray(self.symbols, dtype=object), symbol))
+        if i >= len(self.symbols) or self.symbols[i] != symbol:
+            raise KeyError(f"pack {self.record.session} holds no rows of {symbol!r}")
+        return int(self.offsets[i]), int(self.offsets[i + 1])
+
+
+@dataclass(frozen=True)
+class PackData:
+    """A pack read fully into memory."""
+
+    symbols: tuple[str, ...]
+    offsets: Int64s
+    ts: Int64s
+    values: Floats
+    labels: Floats | None
+
+
+def check_pack_inputs(
+    session: str,
+    symbols: Sequence[str],
+    offsets: Int64s,
+    ts: Int64s,
+    values: Floats,
+    labels: Floats | None,
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+) -> None:
+    """A pack's arrays must be typed, shaped and ordered as the format says."""
+    where = f"pack {session}"
+    if list(symbols) != sorted(set(symbols)) or not symbols:
+        raise SchemaError(f"{where}: symbols must be non-empty, distinct and sorted")
+    for s in symbols:
+        safe_component(s)
+    if ts.dtype != np.int64 or ts.ndim != 1 or ts.shape[0] == 0:
+        raise SchemaError(
+            f"{where}: ts must be int64 [rows] with rows > 0, got {ts.dtype} {list(ts.shape)}"
+        )
+    n = int(ts.shape[0])
+    if offsets.dtype != np.int64 or offsets.shape != (len(symbols) + 1,):
+        raise SchemaError(
+            f"{where}: offsets must be int64 [{len(symbols) + 1}] (symbols + 1), got "
+            f"{offsets.dtype} {list(offsets.shape)}"
+        )
+    if offsets[0] != 0 or offsets[-1] != n or (np.diff(offsets) < 0).any():
+        raise SchemaError(
+            f"{where}: offsets must rise from 0 to the {n} rows, got {offsets[0]}..{offsets[-1]}"
+        )
+    if values.dtype != np.float32 or values.shape != (n, len(feature_names)):
+        raise SchemaError(
+            f"{where}: values must be float32 [{n}, {len(feature_names)}], got "
+            f"{values.dtype} {list(values.shape)}"
+        )
+    if label_names and (
+        labels is None or labels.dtype != np.float32 or labels.shape != (n, len(label_names))
+    ):
+        got = "None" if labels is None else f"{labels.dtype} {list(labels.shape)}"
+        raise SchemaError(f"{where}: labels must be float32 [{n}, {len(label_names)}], got {got}")
+    if not label_names and labels is not None and labels.size:
+        raise SchemaError(f"{where}: labels given but label_names is empty")
+    # ts non-decreasing within each symbol: a fall is allowed only where a symbol starts.
+    falls = np.flatnonzero(np.diff(ts) < 0) + 1
+    bad = falls[~np.isin(falls, offsets)]
+    if bad.size:
+        row = int(bad[0])
+        symbol = symbols[int(np.searchsorted(offsets, row, side="right")) - 1]
+        raise SchemaError(
+            f"{where}: ts of {symbol} must be non-decreasing; row {row} has {int(ts[row])} "
+            f"after {int(ts[row - 1])}"
+        )
+
+
+def pack_content_hash(
+    session: str,
+    symbols: Sequence[str],
+    offsets: Int64s,
+    ts: Int64s,
+    values: Floats,
+    labels: Floats | None,
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+    layout: Layout,
+) -> str:
+    """Hash of a pack's logical content and layout: equal inputs give equal packs."""
+    header = {
+        "format_version": PACK_FORMAT_VERSION,
+        "session": session,
+        "symbols": list(symbols),
+        "feature_names": list(feature_names),
+        "label_names": list(label_names),
+        "layout": layout.to_dict(),
+        "rows": int(ts.shape[0]),
+    }
+    h = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+    for part in (offsets, ts, values, labels if label_names else None):
+        if part is not None:
+            h.update(np.ascontiguousarray(part).data)
+    return h.hexdigest()
+
+
+def pack_path(session: str, content_hash: str) -> str:
+    return f"packs/{safe_component(session)}-{content_hash[:16]}"
+
+
+def shard_rows_for(rows: int, columns: int, chunk_rows: int) -> int:
+    """Rows per shard: every row in one shard, up to :data:`SHARD_BYTES` of values."""
+    per_shard = max(1, SHARD_BYTES // max(1, columns * 4 * chunk_rows))
+    return chunk_rows * min(per_shard, max(1, math.ceil(rows / chunk_rows)))
+
+
+def write_pack(
+    location: Location,
+    *,
+    session: str,
+    symbols: Sequence[str],
+    offsets: Int64s,
+    ts: Int64s,
+    values: Floats,
+    labels: Floats | None,
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+    layout: Layout,
+    sources: Sequence[SourceFile] = (),
+    content_hash: str | None = None,
+) -> PackRecord:
+    """Write one pack and return its record (not yet part of any version).
+
+    As for segments, the caller guarantees the path is not published: a leftover of an
+    interrupted write there is removed first.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    check_pack_inputs(session, symbols, offsets, ts, values, labels, feature_names, label_names)
+    content_hash = content_hash or pack_content_hash(
+        session, symbols, offsets, ts, values, labels, feature_names, label_names, layout
+    )
+    rel = pack_path(session, content_hash)
+    location.remove_tree(rel)
+    n = int(ts.shape[0])
+    chunk_rows = min(layout.chunk_rows, n)
+    shard_rows = shard_rows_for(n, len(feature_names), chunk_rows)
+    arrays: list[tuple[str, npt.NDArray[Any], list[str], dict[str, Any] | None]] = [
+        ("ts", ts, ["time"], None),
+        ("values", values, ["time", "feature"], {"feature_names": list(feature_names)}),
+    ]
+    if label_names and labels is not None:
+        arrays.append(("labels", labels, ["time", "label"], {"label_names": list(label_names)}))
+    files: dict[str, FileEntry] = {}
+
+    def put(key: str, parts: Sequence[bytes]) -> None:
+        digest = hashlib.sha256()
+        for part in parts:
+            digest.update(part)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        location.write_atomic(f"{rel}/{key}", data, durable=False)  # flushed at the commit
+        files[key] = FileEntry(digest.hexdigest(), len(data))
+
+    chunk_hashes = []
+    with ThreadPoolExecutor(thread_name_prefix="ticktensor-pack") as pool:
+        for name, data, dims, attributes in arrays:
+            encoded = encode_chunks(data, chunk_rows, layout, pool)
+            chunk_hashes.append(list(pool.map(lambda b: hashlib.sha256(b).digest(), encoded)))
+            doc = sharding_document(
+                data, chunk_rows, shard_rows, layout, dimension_names=dims, attributes=attributes
+            )
+            put(f"{name}/zarr.json", [doc])
+            for key, parts in shard_objects(encoded, shard_rows // chunk_rows, data.ndim):
+                put(f"{name}/{key}", parts)
+    hashes = np.frombuffer(b"".join(b for per in chunk_hashes for b in per), dtype=np.uint8)
+    hashes = hashes.reshape(len(chunk_hashes), -1, 32)
+    for key, blob in array_files(
+        hashes,
+        len(chunk_hashes),
+        Layout(codec=Codec.NONE),
+        dimension_names=["array", "chunk", "byte"],
+        attributes={"arrays": [a[0] for a in arrays]},
+    ):
+        put(f"chunk_sha256/{key}", [blob])
+    attrs = {
+        "ticktensor": {
+            "kind": "pack",
+            "format_version": PACK_FORMAT_VERSION,
+            "session": session,
+            "feature_names": list(feature_names),
+            "label_names": list(label_names),
+            "content_hash": content_hash,
+            "chunk_rows": chunk_rows,
+            "shard_rows": shard_rows,
+            "symbols": list(symbols),
+            "offsets": offsets.tolist(),
+        }
+    }
+    put("zarr.json", [group_file(attrs)])
+    return PackRecord(
+        session=session,
+        path=rel,
+        rows=n,
+        symbols=len(symbols),
+        ts_start=int(ts.min()),
+        ts_end=int(ts.max()),
+        layout=layout.to_dict(),
+        content_hash=content_hash,
+        files=files,
+        feature_names=tuple(feature_names),
+        label_names=tuple(label_names),
+        sources=tuple(sources),
+    )
+
+
+def _checked_read(location: Location, record: PackRecord, key: str) -> bytes:
+    """A small object of the pack, read whole and checked against its recorded hash."""
+    entry = record.files.get(key)
+    rel = f"{record.path}/{key}"
+    where = f"pack {record.session} ({location.display(rel)})"
+    if entry is None:
+        raise StoreCorruptError(f"{where}: not listed in the pack's record", [(rel, "unlisted")])
+    try:
+        data = location.read_bytes(rel)
+    except FileNotFoundError:
+        raise StoreCorruptError(f"{where}: file is missing", [(rel, "missing")]) from None
+    if len(data) != entry.bytes or sha256_hex(data) != entry.sha256:
+        raise StoreCorruptError(
+            f"{where}: content hash mismatch (recorded sha256 {entry.sha256[:16]}...)",
+            [(rel, "hash mismatch")],
+        )
+    return data
+
+
+def read_pack_index(location: Location, record: PackRecord) -> PackIndex:
+    """The pack's symbols and offsets, from its group's ``zarr.json`` (hash-checked)."""
+    where = f"pack {record.session} ({location.display(record.path)})"
+    data = _checked_read(location, record, "zarr.json")
+    try:
+        attrs = json.loads(data)["attributes"]["ticktensor"]
+        symbols = tuple(str(s) for s in attrs["symbols"])
+        offsets = np.asarray(attrs["offsets"], dtype=np.int64)
+        chunk_rows, shard_rows = int(attrs["chunk_rows"]), int(attrs["shard_rows"])
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        raise StoreCorruptError(f"{where}: pack attributes malformed ({exc!r:.200})") from None
+    if (
+        len(symbols) != record.symbols
+        or offsets.shape != (len(symbols) + 1,)
+        or offsets[0] != 0
+        or offsets[-1] != record.rows
+        or (np.diff(offsets) < 0).any()
+        or chunk_rows < 1
+        or shard_rows < chunk_rows
+        or shard_rows % chunk_rows
+    ):
+        raise StoreCorruptError(
+            f"{where}: offsets index does not describe the record's {record.rows} rows of "
+            f"{record.symbols} symbols"
+        )
+    return PackIndex(record, symbols, offsets, chunk_rows, shard_rows)
+
+
+def _inner_codec(meta: dict[str, Any]) -> str:
+    (sharding,) = meta["codecs"]
+    config = sharding["configuration"]
+    return codec_of({**meta, "codecs": config["codecs"]})
+
+
+def pack_chunk_map(
+    location: Location, record: PackRecord, index: PackIndex, array: str
+) -> ChunkMap:
+    """Every inner chunk of the pack's ``array`` as a byte range of its shard.
+
+    Reads the array's ``zarr.json`` and each shard's index (a ranged read at its end);
+    checks them against the record; the chunks' hashes come from ``chunk_sha256``.
+    """
+    rel = f"{record.path}/{array}"
+    where = f"pack {record.session} array {array!r} ({location.display(rel)})"
+    meta_bytes = _checked_read(location, record, f"{array}/zarr.json")
+    try:
+        meta = json.loads(meta_bytes)
+        shape = [int(n) for n in meta["shape"]]
+        shard_rows = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
+        (sharding,) = meta["codecs"]
+        chunk_rows = int(sharding["configuration"]["chunk_shape"][0])
+        codec = _inner_codec(meta)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise StoreCorruptError(f"{where}: unreadable sharded array metadata ({exc})") from None
+    if (
+        shape[0] != record.rows
+        or chunk_rows != index.chunk_rows
+        or shard_rows != index.shard_rows
+        or sharding.get("name") != "sharding_indexed"
+    ):
+        raise StoreCorruptError(
+            f"{where}: array of shape {shape}, shards of {shard_rows} rows, chunks of "
+            f"{chunk_rows}; the pack says {record.rows} rows, {index.shard_rows}, "
+            f"{index.chunk_rows}"
+        )
+    columns = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    hashes = _chunk_hashes(location, record, array)
+    n_chunks = -(-record.rows // chunk_rows)
+    per_shard = shard_rows // chunk_rows
+    suffix = "/0" * (len(shape) - 1)
+    itemsize = 8 if array == "ts" else 4
+    chunks: list[StoredChunk] = []
+    for shard in range(-(-n_chunks // per_shard)):
+        key = f"{array}/c/{shard}{suffix}"
+        entry = record.files.get(key)
+        if entry is None:
+            raise StoreCorruptError(f"{where}: shard {key} is not listed", [(key, "unlisted")])
+        table = _shard_index(location, f"{record.path}/{key}", entry, per_shard, where)
+        for j in range(min(per_shard, n_chunks - shard * per_shard)):
+            k = shard * per_shard + j
+            offset, nbytes = int(table[j, 0]), int(table[j, 1])
+            decoded = chunk_rows * columns * itemsize
+            if offset + nbytes > entry.bytes - 16 * per_shard or (
+                codec == "raw" and nbytes != decoded
+            ):
+                raise StoreCorruptError(
+                    f"{where}: shard {key} indexes chunk {k} at bytes {offset}+{nbytes}, "
+                    f"outside its data",
+                    [(key, "bad shard index")],
+                )
+            chunks.append(
+                StoredChunk(
+                    rel=f"{record.path}/{key}",
+                    offset=offset,
+                    nbytes=nbytes,
+                    index=k,
+                    row_start=k * chunk_rows,
+                    rows=min(chunk_rows, record.rows - k * chunk_rows),
+                    stored_rows=chunk_rows,
+                    columns=columns,
+                    codec=codec,
+                    sha256=None if hashes is None else hashes[k],
+                )
+            )
+    return ChunkMap(array, record.rows, chunk_rows, tuple(chunks))
+
+
+def _shard_index(
+    location: Location, rel: str, entry: FileEntry, per_shard: int, where: str
+) -> npt.NDArray[np.uint64]:
+    size = 16 * per_shard
+    if entry.bytes < size:
+        raise StoreCorruptError(f"{where}: shard {rel} is shorter than its index")
+    try:
+        data = location.read_range(rel, entry.bytes - size, entry.bytes)
+    except FileNotFoundError:
+        raise StoreCorruptError(f"{where}: shard {rel} is missing", [(rel, "missing")]) from None
+    if len(data) != size:
+        raise StoreCorruptError(
+            f"{where}: shard {rel} is {len(data)} bytes short of its recorded size",
+            [(rel, "wrong size")],
+        )
+    return np.frombuffer(data, dtype="<u8").reshape(per_shard, 2).astype(np.uint64)
+
+
+def _chunk_hashes(location: Location, record: PackRecord, array: str) -> list[str] | None:
+    """The recorded sha256 of each inner chunk of ``array``."""
+    if "chunk_sha256/zarr.json" not in record.files:
+        return None
+    meta = json.loads(_checked_read(location, record, "chunk_sha256/zarr.json"))
+    names = list(meta.get("attributes", {}).get("arrays", []))
+    shape = [int(n) for n in meta["shape"]]
+    if array not in names or len(shape) != 3 or shape[2] != 32:
+        return None
+    raw = _checked_read(location, record, "chunk_sha256/c/0/0/0")
+    table = np.frombuffer(raw, dtype=np.uint8).reshape(shape)
+    return [bytes(row).hex() for row in table[names.index(array)]]
