@@ -65,6 +65,8 @@ def loader_stats(
     device_chunks = delivery.device_chunks
     if device_chunks is not None:
         figures["resident"] = device_chunks.stats | {"loaded_chunks": device_chunks.loaded}
+    if delivery.dali is not None:
+        figures["dali"] = dict(delivery.dali.stats)
     return figures | {
         "epoch": position["epoch"],
         "samples_consumed": position["samples_consumed"],

@@ -24,7 +24,7 @@ from ._native_prefetch import NativePrefetcher, Relay
 from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
 from ._readahead import Readahead
 from ._resident import DeviceChunks, ResidentBatches
-from .dali import DaliBatches, DaliOptions, dali_available
+from .dali import DaliBatches, DaliOptions, DaliPipeline, dali_available
 from .dataset import WindowDataset
 from .options import FastOptions
 from .sharding import ShardPlan
@@ -59,7 +59,7 @@ class Delivery:
 
     ``copy`` turns a filled host slot into the consumer's tensors (zero-copy for the
     host, an asynchronous copy for CUDA); ``device_chunks`` is the device-resident
-    chunk pool; ``dali_scale`` the ``(mean, std)`` DALI applies, if any; ``fences``
+    chunk pool; ``dali`` the loader's DALI pipeline, reused by its passes; ``fences``
     keep a pinned host slot from being refilled while a copy the consumer queued from it
     may still read it (:mod:`~ticktensor.loaders._fences`).
     """
@@ -69,7 +69,7 @@ class Delivery:
     memory: str
     device: torch.device | None = None
     device_chunks: DeviceChunks | None = None
-    dali_scale: tuple[Any, Any] | None = None
+    dali: DaliPipeline | None = None
     fences: Fences | None = None
 
     @classmethod
@@ -91,14 +91,19 @@ class Delivery:
             assert device is not None
             memory = "device-resident (no host batch buffers)"
             device_chunks = DeviceChunks(dataset, device, resident)
-        scale = None if dali is None else _dali_normalization(dataset, dali)
+        dali_pipeline = None
+        if dali is not None:
+            device_id = device.index if on_cuda and device is not None else None
+            dali_pipeline = DaliPipeline(
+                device_id=device_id, scale=_dali_normalization(dataset, dali), options=dali
+            )
         # Pinned host batches may be copied with non_blocking=True by the consumer.
         fences = None
         if pin and copy is host_delivery:
             rank_gpu = resolve_device(torch.device("cuda"))
             assert rank_gpu is not None  # a bare cuda always resolves
             fences = CudaFences(rank_gpu)
-        return cls(copy, pin, memory, device, device_chunks, scale, fences)
+        return cls(copy, pin, memory, device, device_chunks, dali_pipeline, fences)
 
     @property
     def receive(self) -> Any:
@@ -190,8 +195,10 @@ def open_batch_source(
         handover=(lambda: dataset.cache.complete) if native else None,
         fences=delivery.fences,
     )
-    if dali is not None:
-        return _through_dali(prefetcher, dataset, options, delivery, batch_size)
+    if delivery.dali is not None:
+        return DaliBatches(
+            delivery.dali, prefetcher, batch_size=batch_size, sample_bytes=sample_bytes
+        )
     return Relay(prefetcher, native_from) if native else prefetcher
 
 
@@ -209,27 +216,3 @@ def _dali_normalization(dataset: WindowDataset, options: DaliOptions) -> tuple[A
         )
     normalize = not dataset.normalize if options.normalize is None else options.normalize
     return normalization(dataset.version, dataset.feature_names) if normalize else None
-
-
-def _through_dali(
-    prefetcher: Prefetcher,
-    dataset: WindowDataset,
-    options: FastOptions,
-    delivery: Delivery,
-    batch_size: int,
-) -> DaliBatches:
-    """The pass's host batches through a DALI pipeline (normalize, cast)."""
-    dali = options.dali
-    assert dali is not None  # only called for the DALI backend
-    device = delivery.device
-    device_id = None
-    if device is not None and device.type == "cuda":  # pragma: no cover - GPU only
-        device_id = device.index
-    return DaliBatches(
-        prefetcher,
-        batch_size=batch_size,
-        device_id=device_id,
-        scale=delivery.dali_scale,
-        options=dali,
-        sample_bytes=4 * (dataset.window * dataset.n_features + dataset.n_labels),
-    )

@@ -4,34 +4,32 @@
 path's batches, in the same plan order, to a DALI pipeline: an ``external_source`` in
 batch mode reads the prefetcher's buffers without a copy (``no_copy=True``; a buffer is
 held until DALI has consumed it), arithmetic operators apply the store's mean and std,
-``fn.cast`` casts, and DALI's PyTorch iterator returns torch tensors. With a CUDA
-``device`` the operators run on that GPU; without one (``device_id=None``) on the CPU,
-which is how the tests check that its batches equal the torch path's.
+``fn.cast`` casts, and DALI's PyTorch iterator returns its outputs, which are handed out
+as torch tensors in torch's own memory. A loader builds one pipeline and resets it for
+each pass (:mod:`~ticktensor.loaders._dali_pipeline`). With a CUDA ``device`` the
+operators run on that GPU; without one (``device_id=None``) on the CPU, which is how the
+tests check that its batches equal the torch path's.
 
 DALI is optional: nothing here imports it until a pipeline is built.
 """
 
 from __future__ import annotations
 
-import collections
-import importlib
 import os
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-import numpy as np
-import numpy.typing as npt
 import torch
 
 from ticktensor.errors import ConfigError
 
+from ._dali_pipeline import DaliPipeline, dali_available
 from ._prefetch import Prefetcher, PrefetchStats
 
-__all__ = ["DaliBatches", "DaliOptions", "build_pipeline", "dali_available"]
+__all__ = ["DaliBatches", "DaliOptions", "DaliPipeline", "dali_available"]
 
-Floats = npt.NDArray[np.float32]
 DType = Literal["float32", "float16", "bfloat16"]
 _DTYPES: tuple[DType, ...] = ("float32", "float16", "bfloat16")
 
@@ -90,83 +88,8 @@ class DaliOptions:
         return self.num_threads or min(4, os.cpu_count() or 1)
 
 
-def dali_available() -> bool:
-    """Whether ``nvidia.dali`` can be imported."""
-    try:
-        importlib.import_module("nvidia.dali")
-    except ImportError:
-        return False
-    return True
-
-
-def _import(name: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        raise ConfigError(
-            "backend='dali' needs NVIDIA DALI: pip install nvidia-dali-cuda120 "
-            "(or the project's 'dali' extra)"
-        ) from exc
-
-
-def build_pipeline(
-    source: Any,
-    *,
-    batch_size: int,
-    device_id: int | None,
-    scale: tuple[Floats, Floats] | None,
-    dtype: DType,
-    num_threads: int,
-    prefetch_queue_depth: int,
-) -> Any:
-    """A built DALI pipeline with outputs ``(x, y)`` fed by ``source``.
-
-    Parameters
-    ----------
-    source
-        Called once per batch (DALI's ``external_source`` in batch mode); returns
-        ``(x [n, W, F], y [n, L])`` float32 arrays that stay unchanged until DALI has used
-        them, and raises :class:`StopIteration` at the end of the epoch.
-    batch_size
-        The largest ``n``.
-    device_id
-        GPU to run the operators on, or ``None`` for the CPU.
-    scale
-        ``(mean [F], std [F])`` to normalize with, or ``None``.
-    dtype
-        Cast of ``x``; ``"bfloat16"`` is left float32 here (DALI has no such type).
-    num_threads, prefetch_queue_depth
-        As for ``nvidia.dali.Pipeline``.
-    """
-    fn = _import("nvidia.dali.fn")
-    types = _import("nvidia.dali.types")
-    pipeline_module = _import("nvidia.dali.pipeline")
-    pipe = pipeline_module.Pipeline(
-        batch_size=batch_size,
-        num_threads=num_threads,
-        device_id=device_id,
-        prefetch_queue_depth=prefetch_queue_depth,
-    )
-    with pipe:
-        x, y = fn.external_source(
-            source=source, num_outputs=2, batch=True, no_copy=True, dtype=types.FLOAT
-        )
-        if device_id is not None:  # pragma: no cover - GPU only
-            x, y = x.gpu(), y.gpu()
-        if scale is not None:
-            n_features = int(scale[0].shape[0])
-            mean = types.Constant(scale[0].reshape(1, n_features))
-            std = types.Constant(scale[1].reshape(1, n_features))
-            x = (x - mean) / std
-        if dtype == "float16":
-            x = fn.cast(x, dtype=types.FLOAT16)
-        pipe.set_outputs(x, y)
-    pipe.build()
-    return pipe
-
-
 class DaliBatches:
-    """One pass of batches: the prefetcher's, through a DALI pipeline and its torch iterator.
+    """One pass of batches: the prefetcher's, through the loader's DALI pipeline.
 
     Yields ``(step, n, x, y, None)`` like the prefetcher, in the same order (DALI keeps
     the order of its input). An empty batch (possible on the last step without padding)
@@ -175,62 +98,37 @@ class DaliBatches:
 
     Parameters
     ----------
+    pipeline
+        The loader's pipeline; this pass becomes the one it serves.
     prefetcher
         The pass's batches, delivered as host tensors.
     batch_size
         The plan's batch size.
-    device_id
-        GPU for the operators, or ``None`` for the CPU.
-    scale
-        ``(mean, std)`` for the normalization, or ``None``.
-    options
-        dtype, threads, queue depth.
     sample_bytes
         Bytes per delivered sample, for the statistics.
     """
 
     def __init__(
         self,
+        pipeline: DaliPipeline,
         prefetcher: Prefetcher,
         *,
         batch_size: int,
-        device_id: int | None,
-        scale: tuple[Floats, Floats] | None,
-        options: DaliOptions,
         sample_bytes: int,
     ) -> None:
+        self._pipeline = pipeline
         self._prefetcher = prefetcher
-        self._feed = _Feed(prefetcher, options.held_batches)
-        self._bfloat16 = options.dtype == "bfloat16"
         self._sample_bytes = sample_bytes
         self.stats = PrefetchStats()
         self._done = False
-        plugin = _import("nvidia.dali.plugin.pytorch")
-        pipe = build_pipeline(
-            self._feed,
-            batch_size=batch_size,
-            device_id=device_id,
-            scale=scale,
-            dtype=options.dtype,
-            num_threads=options.threads,
-            prefetch_queue_depth=options.prefetch_queue_depth,
-        )
-        self._iterator: Any
-        try:  # runs the pipeline for the first batch already
-            self._iterator = plugin.DALIGenericIterator(
-                [pipe], ["x", "y"], last_batch_policy=plugin.LastBatchPolicy.PARTIAL
-            )
-        except RuntimeError:
-            # DALI refuses an epoch without data: an empty pass (resumed at its end), or
-            # the first batch failed (its error is raised by __next__).
-            if self._feed.fed:
-                prefetcher.close()
-                raise
-            self._iterator = iter(())
-        # The pipeline references the feed, not this object: dropping the pass (breaking
-        # out of a loop) stops the prefetcher's thread at once, without waiting for the
-        # cyclic garbage collector to free DALI's objects.
+        # The pipeline references the prefetcher, not this object: dropping the pass
+        # (breaking out of a loop) stops the prefetcher's thread at once.
         self._finalizer = weakref.finalize(self, prefetcher.close)
+        try:
+            self._pass = pipeline.start(prefetcher, batch_size)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def queue_depth(self) -> int:
@@ -245,23 +143,12 @@ class DaliBatches:
             raise StopIteration
         started = time.perf_counter()
         try:
-            out = next(self._iterator)
-        except StopIteration:
-            self.close()
-            if self._feed.error is not None:
-                raise self._feed.error from None
-            raise
+            step, n, x, y = self._pipeline.next(self._pass)
         except BaseException:
             self.close()
             raise
         finally:
             self.stats.wait_s += time.perf_counter() - started
-        step, n = self._feed.fed.popleft()
-        x, y = out[0]["x"], out[0]["y"]
-        if n == 0:
-            x, y = x[:0], y[:0]
-        if self._bfloat16:
-            x = x.to(torch.bfloat16)
         stats = self.stats
         stats.batches += 1
         stats.samples += n
@@ -273,43 +160,8 @@ class DaliBatches:
         return step, n, x, y, None
 
     def close(self) -> None:
-        """Stop the prefetcher and release the pipeline."""
+        """Stop the prefetcher; the pipeline stays with the loader for the next pass."""
         self._done = True
         self._finalizer()
-        self._feed.held.clear()
         if self.stats.ended is None:
             self.stats.ended = time.perf_counter()
-
-
-class _Feed:
-    """DALI's external source: the next prefetched batch, ``StopIteration`` at the end.
-
-    It records each fed batch's ``(step, n)`` for the consumer and holds the last few
-    fed arrays, which DALI reads later (``no_copy``): holding them keeps their ring slots
-    from being refilled. DALI runs ahead of the consumer, so a batch that failed to
-    assemble ends DALI's epoch here, and its error (:attr:`error`) is raised after the
-    batches before it have been handed out, as on the torch path.
-    """
-
-    def __init__(self, prefetcher: Prefetcher, hold: int) -> None:
-        self._prefetcher = prefetcher
-        self.fed: collections.deque[tuple[int, int]] = collections.deque()
-        self.held: collections.deque[tuple[Any, Any]] = collections.deque(maxlen=hold)
-        self.error: BaseException | None = None
-
-    def __call__(self) -> tuple[Any, Any]:
-        try:
-            step, n, x, y, _ = next(self._prefetcher)
-        except StopIteration:
-            raise
-        except BaseException as exc:
-            self.error = exc
-            raise StopIteration from None
-        if n == 0:  # DALI rejects an empty batch: feed one zero sample, hand out none
-            x_in = np.zeros((1, *x.shape[1:]), dtype=np.float32)
-            y_in = np.zeros((1, *y.shape[1:]), dtype=np.float32)
-        else:
-            x_in, y_in = x.numpy(), y.numpy()
-        self.fed.append((int(step), int(n)))
-        self.held.append((x_in, y_in))
-        return x_in, y_in

@@ -509,7 +509,9 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             with ``residency="device"``, ``resident``: the device chunk cache's ``slots``,
             ``whole`` (every chunk fits), ``loads``, ``evictions``, ``hits``, ``misses``,
             ``h2d_bytes`` (chunk bytes copied to the device), ``load_s``,
-            ``loaded_chunks``.
+            ``loaded_chunks``; with the DALI backend, ``dali``: the loader's pipeline
+            ``builds``, ``resets`` (passes that reused it) and ``rebuilds`` (passes that
+            found it mid-epoch, left by an abandoned pass, and built it again).
         """
         self._require_fast("stats")
         path = self._path

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -19,7 +22,7 @@ from ticktensor.loaders import (
     UniformOrder,
     WindowDataset,
 )
-from ticktensor.loaders.dali import dali_available
+from ticktensor.loaders.dali import DaliPipeline, dali_available
 from ticktensor.loaders.dataloader import DataLoader
 from ticktensor.store import FeatureStats, Layout, Store, StoreVersion
 
@@ -61,8 +64,8 @@ def dataset(version: StoreVersion, normalize: bool = False) -> WindowDataset:
     return WindowDataset(version, WINDOW, normalize=normalize, pool=ThreadPool(1), threads=1)
 
 
-def collect(loader: DataLoader) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [(x.clone(), y.clone()) for x, y in loader]
+def collect(batches: Iterable[Any]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(x.clone(), y.clone()) for x, y in batches]
 
 
 def assert_same(
@@ -162,6 +165,10 @@ def test_errors_reach_the_consumer(version: StoreVersion, monkeypatch: pytest.Mo
         collect(loader)
     assert any("while assembling batch 2" in note for note in info.value.__notes__)
     assert loader.state_dict()["samples_consumed"] == 16
+    # DALI's epoch ended at the failed batch: the next pass resets the pipeline.
+    monkeypatch.setattr(raw, "_get_batch", original)
+    assert_same(collect(loader), collect(DataLoader(dataset(version, True), batch_size=8)))
+    assert loader.stats()["dali"] == {"builds": 1, "resets": 1, "rebuilds": 0}
 
 
 def test_options(version: StoreVersion) -> None:
@@ -216,28 +223,114 @@ def test_an_empty_pass_and_an_error_in_the_first_batch(
     assert loader.state_dict()["samples_consumed"] == 0
 
 
-def test_a_pass_frees_its_pipeline_without_the_cyclic_collector(version: StoreVersion) -> None:
-    """Each pass builds a pipeline; a finished or abandoned pass frees it (and its threads)
-    by reference counting, so epochs do not pile pipelines up until a gc.collect()."""
-    import gc
-
+def live_pipelines() -> int:
     from nvidia.dali.pipeline import Pipeline
 
-    def live() -> int:
-        return sum(issubclass(type(o), Pipeline) for o in gc.get_objects())
+    return sum(issubclass(type(o), Pipeline) for o in gc.get_objects())
 
+
+def shuffled(version: StoreVersion, backend: Literal["torch", "dali"] = "torch") -> DataLoader:
+    """A shuffled loader; the torch path's batches are what DALI's must equal."""
+    ds = dataset(version, normalize=backend == "torch")
+    return DataLoader(ds, batch_size=8, shuffle=True, fast=FastOptions(seed=5, backend=backend))
+
+
+def test_epochs_reuse_one_pipeline(version: StoreVersion) -> None:
+    reference = shuffled(version)
+    expected = [collect(reference), collect(reference)]
+    assert not torch.equal(expected[0][0][0], expected[1][0][0])  # a new order per epoch
+    loader = shuffled(version, "dali")
+    for epoch, batches in enumerate(expected):
+        assert loader.epoch == epoch
+        assert_same(collect(loader), batches)
+    assert loader.stats()["dali"] == {"builds": 1, "resets": 1, "rebuilds": 0}
+    # A pass that hands out its last batch without asking for one more ends the epoch
+    # too: the next pass resets the pipeline, it does not build another.
+    third = [(x.clone(), y.clone()) for _, (x, y) in zip(range(len(loader)), loader, strict=False)]
+    assert_same(third, collect(reference))
+    assert_same(collect(loader), collect(reference))
+    assert loader.stats()["dali"] == {"builds": 1, "resets": 3, "rebuilds": 0}
+
+
+def test_an_abandoned_pass_costs_one_rebuild(version: StoreVersion) -> None:
+    reference = shuffled(version)
+    loader = shuffled(version, "dali")
+    for _ in zip(range(3), loader, strict=False):  # out after 3 of 21 batches: epoch 0 stays
+        pass
+    assert loader.stats()["dali"] == {"builds": 1, "resets": 0, "rebuilds": 0}
+    assert_same(collect(loader), collect(reference))  # epoch 0, on a new pipeline
+    assert loader.stats()["dali"] == {"builds": 2, "resets": 0, "rebuilds": 1}
+    assert_same(collect(loader), collect(reference))  # epoch 1, the same pipeline reset
+    assert loader.stats()["dali"] == {"builds": 2, "resets": 1, "rebuilds": 1}
+    # A pass dropped before its first batch leaves the pipeline as it was.
+    iter(loader)
+    assert_same(collect(loader), collect(reference))
+    assert loader.stats()["dali"] == {"builds": 2, "resets": 2, "rebuilds": 1}
+
+
+def test_only_the_newest_pass_reads_the_pipeline(version: StoreVersion) -> None:
+    loader = shuffled(version, "dali")
+    first = iter(loader)
+    next(first)
+    second = iter(loader)
+    assert_same(collect(second), collect(shuffled(version)))
+    with pytest.raises(RuntimeError, match="superseded by a newer iter"):
+        next(first)
+
+
+def test_handed_out_batches_stay_unchanged_when_dali_reuses_its_buffers(
+    version: StoreVersion, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches are kept without a copy (``list(loader)``) while DALI's output buffers are
+    overwritten after each batch, as a DALI that recycles them would: the batches handed
+    out are torch's own copies and stay as they were."""
+    from nvidia.dali.plugin import pytorch as plugin
+
+    expected = collect(shuffled(version))
+    outputs: list[torch.Tensor] = []
+    original = plugin.DALIGenericIterator.__next__
+
+    def recycling(self: Any) -> Any:
+        for tensor in outputs:  # the buffers of the batches handed out before
+            tensor.fill_(float("nan"))
+        out = original(self)
+        outputs[:] = [out[0]["x"], out[0]["y"]]
+        return out
+
+    monkeypatch.setattr(plugin.DALIGenericIterator, "__next__", recycling)
+    kept = list(shuffled(version, "dali"))
+    assert_same(kept, expected)
+
+    # The control: handed out without the copy, the same batches are overwritten.
+    monkeypatch.setattr(DaliPipeline, "_own", lambda self, x, y: (x, y))
+    outputs.clear()
+    kept = list(shuffled(version, "dali"))
+    overwritten = sum(bool(x.isnan().any()) for x, _ in kept)
+    assert overwritten >= len(kept) - 1
+
+
+def test_the_loader_keeps_one_pipeline_and_frees_it_with_the_loader(
+    version: StoreVersion,
+) -> None:
+    """Passes reuse the loader's pipeline; the one an abandoned pass left mid-epoch is
+    freed by reference counting when the next pass replaces it, so passes never pile
+    pipelines (and their threads) up until a gc.collect(). The last goes with the loader."""
     loader = DataLoader(dataset(version), batch_size=8, fast=FastOptions(backend="dali"))
     gc.collect()
-    before = live()
+    before = live_pipelines()
     gc.disable()
     try:
         it = iter(loader)
         next(it)
-        assert live() == before + 1
-        del it  # abandoned mid-pass
-        assert live() == before
+        assert live_pipelines() == before + 1
+        del it  # abandoned mid-pass: its pipeline stays with the loader until the next pass
+        assert live_pipelines() == before + 1
         for _ in range(3):
             collect(loader)  # whole passes
-            assert live() == before
+            assert live_pipelines() == before + 1
+        assert loader.stats()["dali"] == {"builds": 2, "resets": 2, "rebuilds": 1}
     finally:
         gc.enable()
+    del loader  # the loader's samplers reference it: the cyclic collector frees it
+    gc.collect()
+    assert live_pipelines() == before
