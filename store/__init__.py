@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._chunk_map import ChunkMap, StoredChunk
+from ._guard import check_frame
 from ._layout import Codec, Layout
 from ._location import Location, safe_component
 from ._log import LogEntry
@@ -54,6 +55,7 @@ __all__ = [
     "StoredChunk",
     "TableRecord",
     "VerifyReport",
+    "check_frame",
     "definitions_asof",
     "duckdb_relation",
     "object_store_error",

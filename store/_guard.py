@@ -30,15 +30,20 @@ __all__ = ["GuardedStore", "check_frame"]
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def check_frame(data: bytes, codec: str, limit: int) -> str | None:
+def check_frame(
+    data: bytes | memoryview, codec: str, limit: int, *, exact: bool = False
+) -> str | None:
     """Why ``data`` (one chunk in ``codec``) may not be decoded, or ``None`` if it may.
 
     ``limit`` is the decoded size of a full chunk. zstd frames must record their
     content size (zarr's writer always does) and it must not exceed ``limit``; Blosc
-    headers must record at most ``limit`` bytes and their own compressed length.
+    headers must record at most ``limit`` bytes and their own compressed length. With
+    ``exact`` the frame must decode to ``limit`` bytes exactly (zarr stores every chunk
+    full-size), as a reader decoding into a chunk-sized buffer needs. ``data`` may be
+    any byte buffer (a memoryview of a mapped file, say).
     """
     if codec == "zstd":
-        if not data.startswith(_ZSTD_MAGIC):
+        if bytes(data[:4]) != _ZSTD_MAGIC:
             return "not a zstd frame"
         try:
             size = zstandard.frame_content_size(data)
@@ -46,13 +51,13 @@ def check_frame(data: bytes, codec: str, limit: int) -> str | None:
             return f"bad zstd frame header ({exc})"
         if size < 0:
             return "zstd frame does not record its decoded size"
-        if size > limit:
+        if size > limit or (exact and size != limit):
             return f"zstd frame decodes to {size:,} bytes, a chunk holds {limit:,}"
     elif codec in ("lz4", "blosc"):
         if len(data) < 16:
             return f"Blosc chunk of {len(data)} bytes is shorter than its 16-byte header"
         nbytes, _, cbytes = struct.unpack_from("<III", data, 4)
-        if nbytes > limit:
+        if nbytes > limit or (exact and nbytes != limit):
             return f"Blosc chunk decodes to {nbytes:,} bytes, a chunk holds {limit:,}"
         if cbytes != len(data):
             return f"Blosc header says {cbytes:,} compressed bytes, the chunk has {len(data):,}"
