@@ -1,4 +1,4 @@
-"""Chunk staging for device residency: chunks decoded ahead, on a thread, into host buffers.
+"""Chunk staging for device residency: chunks decoded ahead, on a thread, into reused host buffers.
 
 The device-resident mode copies each chunk to the device when a batch first needs it.
 Decoding that chunk in the consumer's thread, then copying it from pageable memory with a
@@ -6,8 +6,12 @@ synchronous ``copy_``, would stall training twice: the thread decodes instead of
 work, and a synchronous copy waits for every kernel queued before it. So the chunks of
 the next batches are decoded here, ahead, into page-locked buffers (when CUDA is
 present), and the consumer queues a ``non_blocking`` copy from them on its own stream.
-A staged buffer is dropped by this side as soon as the copy is queued: torch's pinned
-allocator does not hand its memory out again before that copy has run.
+
+The buffers are allocated once and reused, and the rule is the batch ring's (see
+:mod:`~ticktensor.loaders._fences`): **a buffer is refilled only when every reader is
+done**. The consumer hands a buffer back with :meth:`ChunkStager.release` once its copy
+is queued; that records a fence on the consumer's stream, and the staging thread
+decodes into that buffer again only after the fence has completed.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from ._fences import Fence, Fences
+
 __all__ = ["ChunkStager"]
 
 Floats = npt.NDArray[np.float32]
@@ -33,60 +39,88 @@ class _Shared:
     """What the staging thread works on; it holds no reference to the :class:`ChunkStager`,
     so dropping the stager stops the thread."""
 
-    def __init__(self, load: Callable[[int], Floats], pin: bool, capacity: int) -> None:
+    def __init__(
+        self, load: Callable[[int], Floats], shape: tuple[int, int], pin: bool, capacity: int
+    ) -> None:
         self.load = load
+        self.shape = shape
         self.pin = pin
         self.capacity = capacity
+        self.max_buffers = 2 * capacity  # staged, and released with their copies pending
         self.lock = threading.Condition()
         self.wanted: OrderedDict[int, None] = OrderedDict()  # requested, in order of need
-        self.staged: dict[int, torch.Tensor] = {}
+        self.staged: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # chunk: buffer, rows
+        self.taken: dict[int, torch.Tensor] = {}  # data_ptr: buffer, until released
+        self.free: list[tuple[torch.Tensor, Fence | None]] = []  # oldest release first
+        self.allocated = 0
         self.busy: int | None = None  # the chunk being decoded now
         self.errors: dict[int, BaseException] = {}
         self.stop = False
         self.running = False  # a thread works on the requests (set and cleared under lock)
         self.staged_total = 0
 
-    def next_chunk(self) -> int | None:
-        """The next chunk to decode, waiting for room; ``None`` (the thread ends) when
-        asked to stop or when nothing is wanted: :meth:`ChunkStager.stage` starts a new
-        thread for the next requests, so no thread idles between passes."""
+    def next_job(self) -> tuple[int, torch.Tensor, Fence | None] | None:
+        """The next chunk to decode, the buffer to decode it into and the fence to wait for
+        first; ``None`` (the thread ends) when asked to stop or when nothing is wanted:
+        :meth:`ChunkStager.stage` starts a new thread for the next requests, so no thread
+        idles between passes."""
         with self.lock:
-            self.lock.wait_for(
-                lambda: self.stop or not self.wanted or len(self.staged) < self.capacity
-            )
-            if self.stop or not self.wanted:
-                self.running = False
-                return None
-            chunk, _ = self.wanted.popitem(last=False)
-            self.busy = chunk
-            return chunk
+            while True:
+                if self.stop or not self.wanted:
+                    self.running = False
+                    return None
+                if len(self.staged) < self.capacity:
+                    found = self._buffer()
+                    if found is not None:
+                        chunk, _ = self.wanted.popitem(last=False)
+                        self.busy = chunk
+                        return chunk, *found
+                self.lock.wait()
 
-    def decode(self, chunk: int) -> torch.Tensor:
-        values = self.load(chunk)
-        host = torch.empty(values.shape, dtype=torch.float32, pin_memory=self.pin)
-        host.numpy()[...] = values
-        return host
+    def _buffer(self) -> tuple[torch.Tensor, Fence | None] | None:
+        """A buffer to decode into (under the lock): a released one whose readers are done,
+        else a new one while there is room, else the one released first, with its fence
+        (waited for outside the lock), else none until the consumer releases one."""
+        for position, (buffer, fence) in enumerate(self.free):
+            if fence is None or fence.query():
+                del self.free[position]
+                return buffer, None
+        if self.allocated < self.max_buffers:
+            self.allocated += 1
+            return torch.empty(self.shape, dtype=torch.float32, pin_memory=self.pin), None
+        if self.free:
+            return self.free.pop(0)
+        return None
 
-    def done(self, chunk: int, staged: torch.Tensor | None, error: BaseException | None) -> None:
+    def done(
+        self, chunk: int, buffer: torch.Tensor, rows: int, error: BaseException | None
+    ) -> None:
         with self.lock:
             self.busy = None
             if error is not None:
                 self.errors[chunk] = error
-            elif staged is not None and not self.stop:
-                self.staged[chunk] = staged
+            if error is None and not self.stop:
+                self.staged[chunk] = (buffer, buffer[:rows])
                 self.staged_total += 1
+            else:
+                self.free.append((buffer, None))
             self.lock.notify_all()
 
 
 def _run(shared: _Shared) -> None:
     """The staging thread: decode requested chunks until asked to stop."""
-    while (chunk := shared.next_chunk()) is not None:
-        staged, error = None, None
+    while (job := shared.next_job()) is not None:
+        chunk, buffer, fence = job
+        rows, error = 0, None
         try:
-            staged = shared.decode(chunk)
+            if fence is not None:
+                fence.synchronize()  # the last copy out of this buffer has run
+            values = shared.load(chunk)
+            rows = int(values.shape[0])
+            buffer.numpy()[:rows] = values
         except BaseException as exc:  # raised again in the consumer by take()
             error = exc
-        shared.done(chunk, staged, error)
+        shared.done(chunk, buffer, rows, error)
 
 
 def _stop(shared: _Shared) -> None:
@@ -104,17 +138,32 @@ class ChunkStager:
     ----------
     load
         ``load(chunk)``: the chunk's rows as ``float32 [rows, F]`` (feature subset and
-        normalization applied).
+        normalization applied), ``rows`` at most ``shape[0]``.
+    shape
+        ``(rows, F)`` of a buffer: the largest chunk.
     pin
         Stage into page-locked memory (for asynchronous copies to a GPU).
     capacity
-        Staged chunks held at most; the thread waits for the consumer to take one.
+        Staged chunks held at most; the thread waits for the consumer to take one. Up to
+        twice as many buffers exist: the others wait for the copies queued from them.
+    fences
+        Records a fence on the consumer's stream at :meth:`release`; ``None`` when the
+        copies out of the buffers are done when ``copy_`` returns (the CPU).
     """
 
-    def __init__(self, load: Callable[[int], Floats], *, pin: bool, capacity: int) -> None:
+    def __init__(
+        self,
+        load: Callable[[int], Floats],
+        *,
+        shape: tuple[int, int],
+        pin: bool,
+        capacity: int,
+        fences: Fences | None = None,
+    ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity: expected >= 1, got {capacity}")
-        self._shared = _Shared(load, pin, capacity)
+        self._shared = _Shared(load, shape, pin, capacity)
+        self._fences = fences
         self._pid = os.getpid()
         weakref.finalize(self, _stop, self._shared)
 
@@ -128,7 +177,8 @@ class ChunkStager:
             if os.getpid() != self._pid:  # a forked child has no thread: start afresh
                 self._pid, shared.running, shared.busy = os.getpid(), False, None
             for old in [c for c in shared.staged if c not in keep]:
-                del shared.staged[old]
+                buffer, _ = shared.staged.pop(old)
+                shared.free.append((buffer, None))  # never copied from
             shared.wanted.clear()
             for number in numbers:
                 if number not in shared.staged and number != shared.busy:
@@ -144,17 +194,32 @@ class ChunkStager:
             shared.lock.notify_all()
 
     def take(self, chunk: int) -> torch.Tensor | None:
-        """The staged rows of ``chunk`` (then no longer held here), or ``None`` when it is
-        not staged (the caller loads it itself). A decode error is raised here."""
+        """The staged rows of ``chunk``, or ``None`` when it is not staged (the caller loads
+        it itself). Hand the rows back with :meth:`release` once the copy out of them is
+        queued. A decode error is raised here."""
         shared = self._shared
         with shared.lock:
             shared.wanted.pop(chunk, None)
             error = shared.errors.pop(chunk, None)
             if error is not None:
                 raise error
-            staged = shared.staged.pop(chunk, None)
+            found = shared.staged.pop(chunk, None)
             shared.lock.notify_all()
-            return staged
+            if found is None:
+                return None
+            buffer, rows = found
+            shared.taken[rows.data_ptr()] = buffer
+            return rows
+
+    def release(self, rows: torch.Tensor) -> None:
+        """The copy out of ``rows`` (from :meth:`take`) is queued on the consumer's current
+        stream: its buffer is refilled once a fence recorded now has completed."""
+        fence = None if self._fences is None else self._fences.record()
+        shared = self._shared
+        with shared.lock:
+            buffer = shared.taken.pop(rows.data_ptr())
+            shared.free.append((buffer, fence))
+            shared.lock.notify_all()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until every request is staged or the stager is full (tests, benchmarks)."""
@@ -172,6 +237,11 @@ class ChunkStager:
     def held(self) -> int:
         """Chunks staged and not taken yet."""
         return len(self._shared.staged)
+
+    @property
+    def buffers(self) -> int:
+        """Host buffers allocated since the stager was made."""
+        return self._shared.allocated
 
     @property
     def staged_total(self) -> int:

@@ -16,6 +16,7 @@ import torch
 from ticktensor.errors import ConfigError
 
 from ._chunk_staging import ChunkStager
+from ._fences import CudaFences, Fences
 from ._prefetch import PrefetchStats
 from .dataset import WindowDataset
 from .sharding import ShardPlan
@@ -87,10 +88,19 @@ class DeviceChunks:
         Where the chunks live (``cpu`` runs the same logic on host tensors).
     options
         Budget and lookahead.
+    fences
+        Reader fences for the staging buffers (:class:`ChunkStager`): default, CUDA events
+        on the device's current stream on a GPU, none on the CPU (its copies are done when
+        ``copy_`` returns).
     """
 
     def __init__(
-        self, dataset: WindowDataset, device: torch.device, options: ResidentOptions
+        self,
+        dataset: WindowDataset,
+        device: torch.device,
+        options: ResidentOptions,
+        *,
+        fences: Fences | None = None,
     ) -> None:
         index = dataset.chunks
         self.dataset = dataset
@@ -122,14 +132,22 @@ class DeviceChunks:
                 (self.slots, self.max_rows, self.n_features), device=device, dtype=torch.float32
             )
         self._slot_of = np.full(n_chunks, -1, dtype=np.int64)
-        self._slot_dev = torch.from_numpy(self._slot_of).to(device)
+        # Its own memory, also on the CPU: only the copies queued by require() change it.
+        self._slot_dev = torch.from_numpy(self._slot_of.copy()).to(device)
         self._chunk_in = np.full(self.slots, -1, dtype=np.int64)  # chunk in each slot
         self._used_at = np.zeros(self.slots, dtype=np.int64)  # batch that last used a slot
         self._labels = torch.from_numpy(dataset.labels.copy()).to(device)
         # The next batches' chunks are decoded ahead on a thread, into page-locked buffers
         # on CUDA, so that a miss costs the consumer an asynchronous copy only.
+        on_cuda = device.type == "cuda"
+        if fences is None and on_cuda:  # pragma: no cover - GPU only
+            fences = CudaFences(device)
         self._stager = ChunkStager(
-            dataset.load_chunk, pin=device.type == "cuda", capacity=max(2, min(8, self.slots))
+            dataset.load_chunk,
+            shape=(self.max_rows, self.n_features),
+            pin=on_cuda,
+            capacity=max(2, min(8, self.slots)),
+            fences=fences,
         )
         self._offsets = torch.arange(self.window, device=device, dtype=torch.int64)
         self._clock = 0
@@ -164,6 +182,10 @@ class DeviceChunks:
         if not self.complete:  # once every chunk is held, no batch needs planning
             self.require(ds.chunks_of(indices), upcoming)
         first = self._row_base[ds.sample_segment[indices]] + ds.sample_start[indices]
+        return self._cut(first)
+
+    def _cut(self, first: Int64s) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queue the gather of the windows that start at global rows ``first``."""
         first_dev = torch.from_numpy(first).to(self.device, non_blocking=True)
         rows = (first_dev[:, None] + self._offsets[None, :]).view(-1)  # B * W global rows
         if self.whole:
@@ -173,7 +195,7 @@ class DeviceChunks:
             pool_rows = self._slot_dev[chunk] * self.max_rows + (rows - self._starts[chunk])
         # index_select copies whole rows: 7x faster than advanced indexing on a CPU.
         flat = self.pool.view(-1, self.n_features)
-        x = flat.index_select(0, pool_rows).view(indices.shape[0], self.window, self.n_features)
+        x = flat.index_select(0, pool_rows).view(first.shape[0], self.window, self.n_features)
         y = self._labels.index_select(0, first_dev + (self.window - 1))
         return x, y
 
@@ -207,27 +229,41 @@ class DeviceChunks:
             staged = self._stager.take(chunk)
             if staged is None:  # not decoded ahead: load it here
                 self.stats["loaded_here"] += 1
-                staged = _tensor(self.dataset.load_chunk(chunk))
-            # Queued on the consumer's stream like the gathers, so ordered after the ones
-            # that read the evicted chunk and before the ones that read this one.
-            if self.whole:  # the chunk's rows of its segment, at their global rows
-                first, n = int(self._first_rows[chunk]), self._files[chunk].rows
-                values = staged[:n]
-                self.pool[first : first + n].copy_(values, non_blocking=True)
+                values = self._copy_chunk(chunk, slot, _tensor(self.dataset.load_chunk(chunk)))
             else:
-                values = staged
-                self.pool[slot, : values.shape[0]].copy_(values, non_blocking=True)
+                try:
+                    values = self._copy_chunk(chunk, slot, staged)
+                finally:
+                    self._stager.release(staged)  # refilled once the copy has run
             self._slot_of[chunk] = slot
             self._chunk_in[slot] = chunk
             self._used_at[slot] = self._clock
             self.stats["loads"] += 1
             self.stats["h2d_bytes"] += int(values.numel() * values.element_size())
-        if not self.whole:
-            self._slot_dev.copy_(torch.from_numpy(self._slot_of))
+        if not self.whole:  # a copy of the table: the queued copy reads it later
+            self._copy_in(self._slot_dev, torch.from_numpy(self._slot_of.copy()))
         self.stats["load_s"] += time.perf_counter() - started
         self.complete = self.whole and bool((self._slot_of >= 0).all())
         if self.complete:
             self._stager.stage(())  # nothing more to stage: drop what is held
+
+    def _copy_chunk(self, chunk: int, slot: int, rows: torch.Tensor) -> torch.Tensor:
+        """Queue the copy of ``chunk``'s ``rows`` to its place; returns the rows copied."""
+        if self.whole:  # the chunk's rows of its segment, at their global rows
+            first, n = int(self._first_rows[chunk]), self._files[chunk].rows
+            self._copy_in(self.pool[first : first + n], rows[:n])
+            return rows[:n]
+        self._copy_in(self.pool[slot, : rows.shape[0]], rows)
+        return rows
+
+    def _copy_in(self, device: torch.Tensor, host: torch.Tensor) -> None:
+        """Queue ``device.copy_(host)`` on the current stream, like the gathers: after the
+        ones queued before (which may read what it overwrites), before the ones after.
+
+        It may read ``host`` only when the stream runs it: a staged buffer is handed back to
+        the stager with a fence, other sources are not written again.
+        """
+        device.copy_(host, non_blocking=True)
 
     def _free_slots(self, count: int, needed: Int64s, upcoming: Sequence[Int64s]) -> Int64s:
         """``count`` slots to fill: empty ones first, then those whose chunk is needed last."""

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from ticktensor.loaders import ResidentOptions
+from ticktensor.loaders import ResidentOptions, WindowDataset
 from ticktensor.loaders._chunk_staging import ChunkStager
-from ticktensor.loaders._resident import DeviceChunks
+from ticktensor.loaders._resident import DeviceChunks, ResidentBatches
+from ticktensor.loaders.sharding import ShardPlan
 from ticktensor.store import StoreVersion
 
+from .test_fences import FakeStream
 from .test_resident import CHUNK_BYTES, dataset, version  # noqa: F401 - the fixture
 
 
@@ -32,7 +35,7 @@ def test_staged_chunks_are_decoded_ahead_in_order_and_taken_once() -> None:
         order.append(chunk)
         return rows(chunk)
 
-    stager = ChunkStager(load, pin=False, capacity=3)
+    stager = ChunkStager(load, shape=(4, 2), pin=False, capacity=3)
     stager.stage([5, 2, 9])
     assert stager.wait_idle(5)
     assert order == [5, 2, 9]
@@ -46,7 +49,7 @@ def test_staged_chunks_are_decoded_ahead_in_order_and_taken_once() -> None:
 
 
 def test_capacity_bounds_what_is_held_and_a_new_request_replaces_the_old() -> None:
-    stager = ChunkStager(rows, pin=False, capacity=2)
+    stager = ChunkStager(rows, shape=(4, 2), pin=False, capacity=2)
     stager.stage([1, 2, 3, 4])
     assert stager.wait_idle(5)
     assert stager.held == 2  # 1 and 2; 3 and 4 wait for room
@@ -63,7 +66,7 @@ def test_a_decode_error_reaches_the_consumer_with_its_chunk() -> None:
             raise OSError("chunk 3: disk on fire")
         return rows(chunk)
 
-    stager = ChunkStager(load, pin=False, capacity=4)
+    stager = ChunkStager(load, shape=(4, 2), pin=False, capacity=4)
     stager.stage([1, 3])
     assert stager.wait_idle(5)
     assert stager.take(1) is not None
@@ -73,7 +76,7 @@ def test_a_decode_error_reaches_the_consumer_with_its_chunk() -> None:
 
 def test_dropping_the_stager_stops_its_thread() -> None:
     before = set(staging_threads())
-    stager = ChunkStager(rows, pin=False, capacity=1)
+    stager = ChunkStager(rows, shape=(4, 2), pin=False, capacity=1)
     stager.stage([1, 2])  # the thread waits for room after chunk 1
     assert stager.wait_idle(5)
     started = set(staging_threads()) - before
@@ -108,3 +111,113 @@ def test_a_staged_miss_costs_the_consumer_no_decode(version: StoreVersion) -> No
         slot = int(chunks._slot_of[chunk])
         want = original(chunk)
         assert torch.equal(chunks.pool[slot, : want.shape[0]], torch.from_numpy(want))
+
+
+class LaggingChunks(DeviceChunks):
+    """Device chunks whose device work is queued on a :class:`FakeStream`: a copy reads its
+    host rows, and a gather the pool, only when the stream runs it, as on a busy GPU."""
+
+    def __init__(
+        self, ds: WindowDataset, options: ResidentOptions, stream: FakeStream, fences: Any
+    ) -> None:
+        super().__init__(ds, torch.device("cpu"), options, fences=fences)
+        self.stream = stream
+        self.changed_under_copy = 0  # copies whose host rows changed while they waited
+
+    def _copy_in(self, device: torch.Tensor, host: torch.Tensor) -> None:
+        queued = host.numpy().tobytes()  # what the copy has to read (padding rows: NaN)
+
+        def run() -> None:
+            if host.numpy().tobytes() != queued:
+                self.changed_under_copy += 1
+            device.copy_(host)
+
+        self.stream.queue(run)
+
+    def _cut(self, first: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.empty((first.shape[0], self.window, self.n_features))
+        y = torch.empty((first.shape[0], self.dataset.n_labels))
+        cut = super()._cut
+
+        def run() -> None:
+            x_now, y_now = cut(first)
+            x.copy_(x_now)
+            y.copy_(y_now)
+
+        self.stream.queue(run)
+        return x, y
+
+
+class RefCountsOnly:
+    """The broken rule: a staging buffer counts as free as soon as its copy is queued."""
+
+    def record(self) -> Any:
+        return self
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+
+def lagging_epochs(
+    store: StoreVersion, budget: int | None, behind: int | None, broken: bool = False
+) -> tuple[LaggingChunks, list[tuple[torch.Tensor, torch.Tensor, np.ndarray]]]:
+    """Two resident epochs with the stream ``behind`` operations behind the consumer
+    (``None``: it runs nothing until the end); the batches and the samples they hold."""
+    ds = dataset(store)
+    stream = FakeStream()
+    options = ResidentOptions(budget_bytes=budget, lookahead=4)
+    chunks = LaggingChunks(ds, options, stream, RefCountsOnly() if broken else stream)
+    n = len(ds)
+    if chunks.whole:
+        orders = [np.random.default_rng(0).permutation(n), np.random.default_rng(1).permutation(n)]
+    else:  # a cache: orders that read chunk after chunk, each chunk loaded again per epoch
+        orders = [np.arange(n), np.arange(n)[::-1].copy()]
+    out = []
+    for order in orders:
+        plan = ShardPlan(order, 8)
+        source = ResidentBatches(chunks, plan, 4)
+        for _ in range(plan.num_steps):
+            step, _, x, y, _ = next(source)
+            out.append((x, y, plan.batch(step)))
+            assert chunks._stager.wait_idle(5)  # the thread refilled what it could
+            if behind is not None:
+                stream.lag(behind)
+    stream.run_until(10**9)
+    return chunks, out
+
+
+@pytest.mark.parametrize("budget", [None, 6 * CHUNK_BYTES])
+@pytest.mark.parametrize("behind", [0, 3, 9, None])
+def test_staging_buffers_wait_for_the_copies_that_read_them(
+    version: StoreVersion,  # noqa: F811
+    budget: int | None,
+    behind: int | None,
+) -> None:
+    chunks, batches = lagging_epochs(version, budget, behind)
+    assert chunks.whole == (budget is None)
+    assert chunks.stats["loads"] - chunks.stats["loaded_here"] >= 5  # copies from buffers
+    if not chunks.whole:  # each chunk is loaded once per epoch: buffers were reused
+        assert chunks._stager.staged_total > chunks._stager.buffers
+    assert chunks.changed_under_copy == 0
+    ds = chunks.dataset
+    for x, y, samples in batches:
+        want_x, want_y = ds.get_batch(samples)
+        assert torch.equal(x, torch.from_numpy(want_x))
+        assert torch.equal(y, torch.from_numpy(want_y))
+
+
+def test_without_fences_the_emulation_catches_refilled_buffers(
+    version: StoreVersion,  # noqa: F811
+) -> None:
+    """The control: buffers refilled as soon as their copies are queued are overwritten
+    under the copies of a stream that lags, and the batches come out wrong."""
+    chunks, batches = lagging_epochs(version, 6 * CHUNK_BYTES, None, broken=True)
+    assert chunks.changed_under_copy > 5
+    ds = chunks.dataset
+    wrong = sum(
+        not torch.equal(x, torch.from_numpy(ds.get_batch(samples)[0])) for x, _, samples in batches
+    )
+    assert wrong > len(batches) // 4

@@ -40,12 +40,16 @@ class FakeStream:
             self._ops.append(op)
             return len(self._ops) - 1
 
+    def queue(self, op: Callable[[], None]) -> None:
+        """Queue ``op``: it runs after everything queued before, when the stream gets to it."""
+        self._append(op)
+
     def copy(self, tensor: torch.Tensor) -> dict[str, bytes]:
         """A ``non_blocking`` copy: the buffer's bytes as they are when the stream runs it.
         It keeps no reference to ``tensor``, as a queued CUDA copy keeps none."""
         address, size = tensor.data_ptr(), tensor.numel() * tensor.element_size()
         result: dict[str, bytes] = {}
-        self._append(lambda: result.update(data=ctypes.string_at(address, size)))
+        self.queue(lambda: result.update(data=ctypes.string_at(address, size)))
         return result
 
     def record(self) -> FakeFence:
