@@ -124,8 +124,8 @@ class DaliPipeline:
     of its epoch makes :meth:`start` free the pipeline and build a new one. Only the newest
     pass reads from the pipeline.
 
-    Batches come out in torch's own memory. DALI's dynamic executor (the default since
-    DALI 2.0) hands out its output buffers through DLPack; they are copied, on the
+    Batches come out in torch's own memory. DALI's dynamic executor (the default of DALI
+    2.4) hands out its output buffers through DLPack; they are copied, on the
     consumer's current stream, which the DLPack exchange orders after DALI's work, so the
     consumer's tensors follow torch's lifetime rules (``record_stream``, the caching
     allocator) and DALI's buffers go back to DALI. On a GPU, DALI's buffers are held
