@@ -22,6 +22,7 @@ from ._manifest import (
     SourceFile,
     TableRecord,
 )
+from ._migrate import MigrateReport, SessionMigration, migrate
 from ._object_errors import object_store_error
 from ._packs import PackData, PackIndex
 from ._query import duckdb_relation, table_dataset, table_files
@@ -42,6 +43,7 @@ __all__ = [
     "Location",
     "LogEntry",
     "Manifest",
+    "MigrateReport",
     "PackData",
     "PackIndex",
     "PackRecord",
@@ -49,6 +51,7 @@ __all__ = [
     "SegmentArrays",
     "SegmentData",
     "SegmentRecord",
+    "SessionMigration",
     "SourceFile",
     "Store",
     "StoreVersion",
@@ -58,6 +61,7 @@ __all__ = [
     "check_frame",
     "definitions_asof",
     "duckdb_relation",
+    "migrate",
     "object_store_error",
     "open_store",
     "safe_component",

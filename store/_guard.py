@@ -8,24 +8,31 @@ would otherwise read silently as fill values), an unlisted one must not exist, m
 decoded bytes than a chunk of the segment holds (no decompression bombs). With
 ``verify_chunks`` every chunk is hashed too. Failures raise
 :class:`~ticktensor.errors.StoreCorruptError` naming the segment and the chunk.
+
+A pack's arrays are sharded: one object holds many inner chunks, which zarr reads as
+byte ranges (or, for a whole shard, as one read). :class:`GuardedPackStore` applies the
+same checks to each inner chunk: a range zarr asks for must be a chunk the shard index
+lists (as read and bounded by the pack's chunk map), its frame must not decode to more
+than a chunk holds, and with ``verify_chunks`` its sha256 must be the recorded one.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import zstandard
-from zarr.abc.store import ByteRequest
+from zarr.abc.store import ByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import WrapperStore
 
 from ticktensor.errors import StoreCorruptError
 
+from ._chunk_map import StoredChunk
 from ._manifest import FileEntry, sha256_hex
 
-__all__ = ["GuardedStore", "check_frame"]
+__all__ = ["GuardedPackStore", "GuardedStore", "check_frame"]
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -130,3 +137,107 @@ class GuardedStore(WrapperStore[Any]):
                 why = check_frame(data, self._codec, limit)
         if why is not None:
             raise StoreCorruptError(f"{self._where} chunk {key}: {why}", [(key, why)])
+
+
+class GuardedPackStore(GuardedStore):
+    """A :class:`GuardedStore` for a pack, whose shards hold many chunks each.
+
+    ``shards`` maps each shard's key (``values/c/0/0``) to its inner chunks, as the
+    pack's chunk map found them in the shard index, and ``slots`` each array to the
+    chunk slots of one shard (entries of its index); ``limits`` maps an array name to
+    the decoded size of one inner chunk.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        shards: Mapping[str, Sequence[StoredChunk]],
+        slots: Mapping[str, int],
+        files: Mapping[str, FileEntry] | None = None,
+        codec: str = "none",
+        limits: Mapping[str, int] | None = None,
+        where: str = "pack",
+        verify_chunks: bool = False,
+    ) -> None:
+        super().__init__(
+            store, files=files, codec=codec, limits=limits, where=where, verify_chunks=verify_chunks
+        )
+        self._shards = {key: tuple(chunks) for key, chunks in shards.items()}
+        self._at = {key: {c.offset: c for c in chunks} for key, chunks in shards.items()}
+        self._slots = dict(slots)
+
+    def _with_store(self, store: Any) -> GuardedPackStore:
+        return GuardedPackStore(
+            store,
+            shards=self._shards,
+            slots=self._slots,
+            files=self._files,
+            codec=self._codec,
+            limits=self._limits,
+            where=self._where,
+            verify_chunks=self._verify,
+        )
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        buf = await super().get(key, prototype, byte_range)  # a whole shard: check() below
+        at = self._at.get(key)
+        if byte_range is None or at is None:
+            return buf
+        if buf is None:
+            raise self._error(key, "file is missing")
+        if isinstance(byte_range, SuffixByteRequest):
+            # The shard index: the chunk map read these bytes and bounded every entry.
+            if byte_range.suffix != 16 * self._slots.get(key.split("/", 1)[0], -1):
+                raise self._error(key, f"read of the last {byte_range.suffix} bytes")
+            return buf
+        chunk = at.get(byte_range.start) if isinstance(byte_range, RangeByteRequest) else None
+        if (
+            chunk is None
+            or chunk.nbytes is None
+            or not isinstance(byte_range, RangeByteRequest)
+            or byte_range.end != chunk.offset + chunk.nbytes
+        ):
+            raise self._error(key, f"{byte_range} is no chunk the shard index lists")
+        self.check_chunk(key, chunk, buf.to_bytes())
+        return buf
+
+    def check(self, key: str, data: bytes | None) -> None:
+        chunks = self._shards.get(key)
+        if chunks is None or data is None:
+            super().check(key, data)
+            return
+        entry = self._files.get(key)
+        if entry is not None and len(data) != entry.bytes:
+            why = f"{len(data):,} bytes stored, the manifest records {entry.bytes:,}"
+            raise self._error(key, why)
+        for chunk in chunks:
+            if chunk.nbytes is not None:
+                self.check_chunk(key, chunk, data[chunk.offset : chunk.offset + chunk.nbytes])
+        if self._verify and entry is not None and sha256_hex(data) != entry.sha256:
+            why = f"content hash mismatch outside its chunks (recorded {entry.sha256[:16]}...)"
+            raise self._error(key, why)
+
+    def check_chunk(self, key: str, chunk: StoredChunk, data: bytes) -> None:
+        """Raise ``StoreCorruptError`` naming the inner chunk when ``data`` is not it."""
+        why = None
+        if len(data) != chunk.nbytes:
+            why = f"{len(data):,} bytes read, the shard index says {chunk.nbytes:,}"
+        elif self._verify and chunk.sha256 is not None and sha256_hex(data) != chunk.sha256:
+            why = f"content hash mismatch (recorded sha256 {chunk.sha256[:16]}...)"
+        else:
+            limit = self._limits.get(key.split("/", 1)[0])
+            if limit is not None:  # every inner chunk is stored full-size
+                why = check_frame(data, self._codec, limit, exact=True)
+        if why is not None:
+            array = key.split("/", 1)[0]
+            raise StoreCorruptError(
+                f"{self._where} {array} chunk {chunk.index} "
+                f"(bytes {chunk.offset}+{chunk.nbytes} of {chunk.rel}): {why}",
+                [(key, why)],
+            )
+
+    def _error(self, key: str, why: str) -> StoreCorruptError:
+        return StoreCorruptError(f"{self._where} shard {key}: {why}", [(key, why)])

@@ -23,10 +23,12 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
+import zarr
 
 from ticktensor.errors import SchemaError, StoreCorruptError
 
 from ._chunk_map import ChunkMap, StoredChunk, codec_of
+from ._guard import GuardedPackStore
 from ._layout import Codec, Layout
 from ._location import Location, safe_component
 from ._manifest import FileEntry, PackRecord, SourceFile, sha256_hex
@@ -37,9 +39,11 @@ __all__ = [
     "SHARD_BYTES",
     "PackData",
     "PackIndex",
+    "open_pack",
     "pack_chunk_map",
     "pack_content_hash",
     "read_pack_index",
+    "recorded_chunk_hashes",
     "write_pack",
 ]
 
@@ -49,6 +53,8 @@ PACK_FORMAT_VERSION: Final = 1
 SHARD_BYTES: Final = 256 << 20
 #: The arrays whose inner chunks ``chunk_sha256`` hashes, in its order.
 HASHED: Final = ("ts", "values", "labels")
+#: How inner chunks of each layout codec read (``StoredChunk.codec``).
+_CHUNK_CODECS: Final = {"none": "raw", "zstd": "zstd", "lz4": "blosc", "blosc": "blosc"}
 
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
@@ -358,7 +364,7 @@ def pack_chunk_map(
             f"{index.chunk_rows}"
         )
     columns = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-    hashes = _chunk_hashes(location, record, array)
+    hashes = recorded_chunk_hashes(location, record, array)
     n_chunks = -(-record.rows // chunk_rows)
     per_shard = shard_rows // chunk_rows
     suffix = "/0" * (len(shape) - 1)
@@ -417,7 +423,7 @@ def _shard_index(
     return np.frombuffer(data, dtype="<u8").reshape(per_shard, 2).astype(np.uint64)
 
 
-def _chunk_hashes(location: Location, record: PackRecord, array: str) -> list[str] | None:
+def recorded_chunk_hashes(location: Location, record: PackRecord, array: str) -> list[str] | None:
     """The recorded sha256 of each inner chunk of ``array``."""
     if "chunk_sha256/zarr.json" not in record.files:
         return None
@@ -429,3 +435,58 @@ def _chunk_hashes(location: Location, record: PackRecord, array: str) -> list[st
     raw = _checked_read(location, record, "chunk_sha256/c/0/0/0")
     table = np.frombuffer(raw, dtype=np.uint8).reshape(shape)
     return [bytes(row).hex() for row in table[names.index(array)]]
+
+
+def open_pack(
+    location: Location, record: PackRecord, index: PackIndex, *, verify_chunks: bool = False
+) -> zarr.Group:
+    """The pack's Zarr group, read-only, behind the chunk guard.
+
+    The pack must stay inside the store (no symlinks) and its arrays use the record's
+    codec; each object zarr reads is checked against the record, and each inner chunk
+    against the shard index and its decoded size (see :class:`GuardedPackStore`);
+    ``verify_chunks`` checks every inner chunk's sha256 too.
+    """
+    where = f"pack {record.session} ({location.display(record.path)})"
+    location.check_inside(record.path)
+    links = location.find_links(record.path)
+    if links:
+        raise StoreCorruptError(
+            f"{where}: {links[0]} is a symlink; a store holds plain files only "
+            "(rule: store_relative_path)"
+        )
+    try:
+        layout = Layout.from_dict(dict(record.layout))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreCorruptError(f"{where}: layout {dict(record.layout)} is malformed") from exc
+    names = HASHED if record.label_names else HASHED[:2]
+    shards: dict[str, list[StoredChunk]] = {}
+    limits = {}
+    for name in names:
+        chunk_map = pack_chunk_map(location, record, index, name)
+        found = {c.codec for c in chunk_map.chunks}
+        if found != {_CHUNK_CODECS[layout.codec.value]}:
+            raise StoreCorruptError(
+                f"{where}: array {name!r} is stored with codecs {sorted(found)}; the record "
+                f"says {layout.codec.value} (rule: pack_metadata)"
+            )
+        first = chunk_map.chunks[0]
+        limits[name] = first.stored_rows * first.columns * (8 if name == "ts" else 4)
+        for chunk in chunk_map.chunks:
+            shards.setdefault(chunk.rel.removeprefix(f"{record.path}/"), []).append(chunk)
+    guarded = GuardedPackStore(
+        location.zarr_store(record.path, read_only=True),
+        shards=shards,
+        slots=dict.fromkeys(names, index.shard_rows // index.chunk_rows),
+        files=record.files,
+        codec=layout.codec.value,
+        limits=limits,
+        where=f"pack {record.session}",
+        verify_chunks=verify_chunks,
+    )
+    try:
+        return zarr.open_group(guarded, mode="r")
+    except StoreCorruptError:
+        raise
+    except Exception as exc:  # zarr's metadata parser: JSON, type and validation errors
+        raise StoreCorruptError(f"{where}: Zarr metadata is malformed ({exc!r:.300})") from exc

@@ -1,14 +1,23 @@
-"""Verification: re-hash stored bytes against a manifest and name what is damaged."""
+"""Verification: re-hash stored bytes against a manifest and name what is damaged.
+
+A segment's chunk is a file, so a file that fails its hash names the chunk. A pack's
+shard holds many inner chunks: when one fails, its index is read from the stored bytes
+and each inner chunk is hashed against the pack's ``chunk_sha256``, so the damaged
+chunks (or the damaged index) are named with their byte ranges.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ticktensor.errors import StoreCorruptError
 
 from ._location import Location
-from ._manifest import FileEntry, Manifest, sha256_hex
+from ._manifest import FileEntry, Manifest, PackRecord, sha256_hex
+from ._packs import HASHED, read_pack_index, recorded_chunk_hashes
 
 __all__ = ["VerifyReport", "verify_manifest"]
 
@@ -27,22 +36,88 @@ class VerifyReport:
         return not self.problems
 
 
-def _expected_files(manifest: Manifest) -> list[tuple[str, str, FileEntry]]:
-    """(what, path, entry) for every stored file, ``what`` naming segment and chunk."""
-    out = []
+_Expected = tuple[str, str, FileEntry, PackRecord | None]
+
+
+def _expected_files(manifest: Manifest) -> list[_Expected]:
+    """(what, path, entry, pack) for every stored file, ``what`` naming segment and chunk;
+    ``pack`` is the pack a file belongs to."""
+    out: list[_Expected] = []
     for seg in manifest.segments:
         for name, entry in seg.files.items():
             out.append(
-                (f"segment {seg.symbol}/{seg.session} chunk {name}", f"{seg.path}/{name}", entry)
+                (
+                    f"segment {seg.symbol}/{seg.session} chunk {name}",
+                    f"{seg.path}/{name}",
+                    entry,
+                    None,
+                )
             )
     for pack in manifest.packs:
         for name, entry in pack.files.items():
-            out.append((f"pack {pack.session} file {name}", f"{pack.path}/{name}", entry))
+            out.append((f"pack {pack.session} file {name}", f"{pack.path}/{name}", entry, pack))
     out.extend(
-        (f"{tab.kind} table {tab.symbol}/{tab.session}", tab.path, tab.file)
+        (f"{tab.kind} table {tab.symbol}/{tab.session}", tab.path, tab.file, None)
         for tab in manifest.tables
     )
     return out
+
+
+def damaged_chunks(
+    location: Location, pack: PackRecord, rel: str, blob: bytes
+) -> list[tuple[str, str]]:
+    """The inner chunks of the pack shard ``rel`` (stored bytes ``blob``) that do not
+    match their recorded sha256, or its index when that is what is damaged; empty when
+    the damage cannot be placed (the pack's metadata is damaged too, or the shard's
+    size changed), which leaves the whole shard as the damaged file."""
+    name = rel.removeprefix(f"{pack.path}/")
+    parts = name.split("/")
+    entry = pack.files.get(name)
+    if parts[0] not in HASHED or len(parts) < 3 or parts[1] != "c" or entry is None:
+        return []
+    if len(blob) != entry.bytes:
+        return []
+    try:
+        index = read_pack_index(location, pack)
+        hashes = recorded_chunk_hashes(location, pack, parts[0])
+        shard = int(parts[2])
+    except (StoreCorruptError, ValueError, KeyError, TypeError):
+        return []
+    if hashes is None:
+        return []
+    per_shard = index.shard_rows // index.chunk_rows
+    first = shard * per_shard
+    last = min(len(hashes), first + per_shard)
+    index_at = len(blob) - 16 * per_shard
+    if index_at < 0 or first >= last:
+        return []
+    table = np.frombuffer(blob[index_at:], dtype="<u8").reshape(per_shard, 2)
+    where = f"pack {pack.session} {parts[0]}"
+    problems = []
+    expected_offset = 0
+    index_ok = True
+    for k in range(first, last):
+        offset, nbytes = (int(x) for x in table[k - first])
+        index_ok = index_ok and offset == expected_offset
+        expected_offset = offset + nbytes
+        if offset + nbytes > index_at:
+            index_ok = False
+            continue
+        stored = sha256_hex(blob[offset : offset + nbytes])
+        if stored != hashes[k]:
+            problems.append(
+                (
+                    rel,
+                    f"{where} chunk {k} (bytes {offset}+{nbytes} of {rel}): content hash "
+                    f"mismatch (recorded sha256 {hashes[k][:16]}..., stored {stored[:16]}...)",
+                )
+            )
+    span = f"{where} shard index (bytes {index_at}+{16 * per_shard} of {rel})"
+    if not index_ok or expected_offset != index_at:
+        problems.insert(0, (rel, f"{span}: damaged, its entries do not tile the chunks"))
+    elif not problems:
+        problems.append((rel, f"{span}: damaged, every chunk matches its hash"))
+    return problems
 
 
 def verify_manifest(
@@ -65,7 +140,7 @@ def verify_manifest(
                 f"manifest sha256 {sha256_hex(data)[:16]} != recorded {manifest_sha256[:16]}",
             )
         )
-    for what, rel, entry in _expected_files(manifest):
+    for what, rel, entry, pack in _expected_files(manifest):
         try:
             blob = location.read_bytes(rel)
         except FileNotFoundError:
@@ -75,12 +150,16 @@ def verify_manifest(
         report.bytes_checked += len(blob)
         digest = sha256_hex(blob)
         if len(blob) != entry.bytes or digest != entry.sha256:
-            report.problems.append(
-                (
-                    rel,
-                    f"{what}: content hash mismatch (manifest sha256 {entry.sha256[:16]}..., "
-                    f"{entry.bytes} bytes; stored {digest[:16]}..., {len(blob)} bytes)",
-                )
+            located = [] if pack is None else damaged_chunks(location, pack, rel, blob)
+            report.problems.extend(
+                located
+                or [
+                    (
+                        rel,
+                        f"{what}: content hash mismatch (manifest sha256 {entry.sha256[:16]}..., "
+                        f"{entry.bytes} bytes; stored {digest[:16]}..., {len(blob)} bytes)",
+                    )
+                ]
             )
         if on_file is not None:
             on_file(rel, len(blob))

@@ -18,7 +18,14 @@ from ._chunk_map import ChunkMap, segment_chunk_map
 from ._layout import Layout
 from ._location import Location
 from ._manifest import FeatureStats, Manifest, PackRecord, SegmentRecord, TableRecord
-from ._packs import PackData, PackIndex, pack_chunk_map, read_pack_index
+from ._packs import (
+    PackData,
+    PackIndex,
+    open_pack,
+    pack_chunk_map,
+    pack_content_hash,
+    read_pack_index,
+)
 from ._segments import SegmentArrays, open_segment, read_array, segment_content_hash
 from ._state import VersionState
 from ._tables import read_table
@@ -134,11 +141,19 @@ class StoreVersion:
             return pack_chunk_map(self._location, record, self.pack_index(record), array)
         return segment_chunk_map(self._location, record, array)
 
-    def read_pack(self, record: PackRecord) -> PackData:
-        """A whole pack in memory, read through zarr-python (as any Zarr v3 reader would)."""
-        index = self.pack_index(record)
-        group = zarr.open_group(self._location.zarr_store(record.path, read_only=True), mode="r")
+    def read_pack(self, record: PackRecord, *, verify: bool = False) -> PackData:
+        """A whole pack in memory, read through zarr-python (as any Zarr v3 reader would).
+
+        Every object read is checked against the record and every inner chunk against
+        the shard index (see :class:`GuardedPackStore`): a forged range or a chunk that
+        would decode to more than a chunk holds raises
+        :class:`~ticktensor.errors.StoreCorruptError` naming the chunk. With
+        ``verify=True`` each inner chunk's sha256 is checked too, and the decoded arrays
+        are hashed again against the pack's content hash.
+        """
         where = f"pack {record.session} ({self._location.display(record.path)})"
+        index = self.pack_index(record)
+        group = open_pack(self._location, record, index, verify_chunks=verify)
         ts = read_array(_node(group, "ts", where), "ts", np.int64, where)
         values = read_array(_node(group, "values", where), "values", np.float32, where)
         labels = (
@@ -150,6 +165,24 @@ class StoreVersion:
             raise StoreCorruptError(
                 f"{where}: {ts.shape[0]} rows stored, the record says {record.rows}"
             )
+        if verify:
+            layout = Layout.from_dict(dict(record.layout))  # open_pack checked it
+            again = pack_content_hash(
+                record.session,
+                index.symbols,
+                index.offsets,
+                ts,
+                values,
+                labels,
+                record.feature_names,
+                record.label_names,
+                layout,
+            )
+            if again != record.content_hash:
+                raise StoreCorruptError(
+                    f"{where}: decoded content hash {again[:16]} != recorded "
+                    f"{record.content_hash[:16]}"
+                )
         return PackData(index.symbols, index.offsets, ts, values, labels)
 
     @property

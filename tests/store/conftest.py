@@ -1,14 +1,15 @@
-"""Shared helpers for store tests: small deterministic segments."""
+"""Shared helpers for store tests: small deterministic segments and packs."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ticktensor.store import Layout, SegmentRecord, Store
+from ticktensor.store import Layout, PackRecord, SegmentRecord, Store
 
 FEATURES = ("ret", "spread", "imbalance")
 LABELS = ("fwd_ret",)
@@ -42,6 +43,30 @@ def write_series(store: Store, s: Series, layout: Layout | None = None) -> Segme
         values=s.values,
         feature_names=FEATURES,
         labels=s.labels,
+        label_names=LABELS,
+        layout=layout,
+    )
+
+
+def write_pack_of(
+    store: Store,
+    day: int,
+    symbols: Sequence[str] = ("A", "B"),
+    *,
+    rows: int = 100,
+    seed: int = 0,
+    layout: Layout | None = None,
+) -> PackRecord:
+    """Write session ``day`` of ``symbols`` (each :func:`make_series`) as one pack."""
+    series = [make_series(symbol, day, rows=rows, seed=seed) for symbol in sorted(symbols)]
+    return store.write_pack(
+        session=series[0].session,
+        symbols=[s.symbol for s in series],
+        offsets=np.cumsum([0, *(s.ts.shape[0] for s in series)]),
+        ts=np.concatenate([s.ts for s in series]),
+        values=np.concatenate([s.values for s in series]),
+        feature_names=FEATURES,
+        labels=np.concatenate([s.labels for s in series]),
         label_names=LABELS,
         layout=layout,
     )

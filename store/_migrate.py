@@ -1,0 +1,299 @@
+"""Migration: each session stored as (symbol, session) segments becomes one pack.
+
+:func:`migrate` reads every segment of a session (each checked against its content
+hash), writes their rows as one pack, reads the pack back and checks that each symbol's
+rows hash to the content hash of the segment they came from, then commits versions that
+add the packs and remove the segments (``replace=True``). Older versions keep their
+segments, so time travel before the migration still reads them; event tables are left
+as they are. A session already stored as a pack has no segments left, so a second run
+finds nothing to do and commits nothing. See docs/store-format.md, "Migrating to packs".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from ticktensor.errors import ConfigError, SchemaError, StoreCorruptError, VersionConflictError
+
+from ._layout import Layout
+from ._manifest import PackRecord, SegmentRecord
+from ._segments import segment_content_hash
+from ._store import Store
+from ._version import SegmentData, StoreVersion
+
+__all__ = ["MigrateReport", "SessionMigration", "migrate"]
+
+
+@dataclass(frozen=True)
+class SessionMigration:
+    """One session's segments and the pack that replaces them (``None`` in a dry run)."""
+
+    session: str
+    segments: int
+    rows: int
+    segment_files: int
+    segment_bytes: int
+    pack: PackRecord | None = None
+
+    @property
+    def pack_files(self) -> int:
+        return 0 if self.pack is None else len(self.pack.files)
+
+    @property
+    def pack_bytes(self) -> int:
+        return 0 if self.pack is None else self.pack.nbytes
+
+
+@dataclass
+class MigrateReport:
+    """What :func:`migrate` did (or, with ``dry_run``, would do).
+
+    ``sessions`` are the sessions packed, in order; ``already_packed`` the number of
+    sessions that were packs before; ``versions`` the versions committed (empty when
+    nothing changed).
+    """
+
+    base_version: int
+    dry_run: bool
+    sessions: list[SessionMigration] = field(default_factory=list)
+    already_packed: int = 0
+    versions: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def segments(self) -> int:
+        return sum(s.segments for s in self.sessions)
+
+    @property
+    def rows(self) -> int:
+        return sum(s.rows for s in self.sessions)
+
+
+def migrate(
+    store: Store,
+    *,
+    sessions: Iterable[str] | None = None,
+    layout: Layout | None = None,
+    commit_every: int = 0,
+    dry_run: bool = False,
+    threads: int = 4,
+    on_session: Callable[[SessionMigration], None] | None = None,
+) -> MigrateReport:
+    """Store every session of the latest version that is held by segments as one pack.
+
+    Parameters
+    ----------
+    store
+        The store to migrate (local or any fsspec URL).
+    sessions
+        Only these sessions (default: all). A session that is not in the latest
+        version is a :class:`~ticktensor.errors.ConfigError`.
+    layout
+        Codec and inner chunk rows of the packs. Default: the layout the session's
+        segments share, or the store's default layout when they differ.
+    commit_every
+        Sessions per commit; ``0`` (the default) commits the whole run as one version,
+        so the store holds either every segment or every pack. A positive number keeps
+        the work of a long run in steps: a run that stops resumes where it stopped.
+    dry_run
+        Read nothing but the version's records, write nothing: report what would change.
+    threads
+        Segments read at once.
+    on_session
+        Called after each session is packed and checked (or listed, in a dry run).
+
+    Every commit is based on the version the run read (or its own previous commit):
+    if another writer commits meanwhile, :class:`~ticktensor.errors.VersionConflictError`
+    is raised and nothing is lost; rerunning packs what is still segments.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ticktensor.store import Store, migrate
+    >>> store = Store.create("memory://migrate-example", exist_ok=True)
+    >>> segs = [
+    ...     store.write_segment(
+    ...         symbol=s, session="2024-01-02", ts=np.arange(3, dtype=np.int64),
+    ...         values=np.ones((3, 1), np.float32), feature_names=["ret"])
+    ...     for s in ("A", "B")]
+    >>> _ = store.commit(segments=segs)
+    >>> report = migrate(store)
+    >>> [(s.session, s.segments, s.rows) for s in report.sessions], report.versions
+    ([('2024-01-02', 2, 6)], [2])
+    >>> migrate(store).versions  # nothing left to pack: no new version
+    []
+    """
+    if isinstance(commit_every, bool) or not isinstance(commit_every, int) or commit_every < 0:
+        raise ConfigError(f"commit_every must be an integer >= 0, got {commit_every!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ConfigError(f"threads must be a positive integer, got {threads!r}")
+    started = time.perf_counter()
+    base = store.version()
+    report = MigrateReport(base_version=base.version, dry_run=dry_run)
+    report.already_packed = len(base.packs)
+    by_session = _segments_by_session(base.segments)
+    if sessions is not None:
+        wanted = list(dict.fromkeys(sessions))
+        packed = {p.session for p in base.packs}
+        unknown = [s for s in wanted if s not in by_session and s not in packed]
+        if unknown:
+            raise ConfigError(
+                f"{store.location.display('')}: version {base.version} has no session "
+                f"{', '.join(map(repr, unknown))}"
+            )
+        by_session = {s: by_session[s] for s in wanted if s in by_session}
+    pending: list[PackRecord] = []
+    latest = base.version
+    with ThreadPoolExecutor(threads, thread_name_prefix="ticktensor-migrate") as pool:
+        for session, records in by_session.items():
+            _check_names(session, records)
+            item = SessionMigration(
+                session=session,
+                segments=len(records),
+                rows=sum(r.rows for r in records),
+                segment_files=sum(len(r.files) for r in records),
+                segment_bytes=sum(r.nbytes for r in records),
+            )
+            if not dry_run:
+                pack = _pack_session(store, base, session, records, layout, pool)
+                item = dataclasses.replace(item, pack=pack)
+                pending.append(pack)
+            report.sessions.append(item)
+            if on_session is not None:
+                on_session(item)
+            if commit_every and len(pending) >= commit_every:
+                latest = _commit(store, pending, latest, report)
+                pending = []
+    if pending:
+        _commit(store, pending, latest, report)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _segments_by_session(
+    segments: Sequence[SegmentRecord],
+) -> dict[str, list[SegmentRecord]]:
+    """Segments grouped by session (sessions sorted), each group in symbol order."""
+    out: dict[str, list[SegmentRecord]] = {}
+    for rec in sorted(segments, key=lambda r: (r.session, r.symbol)):
+        out.setdefault(rec.session, []).append(rec)
+    return out
+
+
+def _check_names(session: str, records: Sequence[SegmentRecord]) -> None:
+    """The segments of a session must share feature and label names (a pack has one set)."""
+    first = records[0]
+    for rec in records[1:]:
+        if (rec.feature_names, rec.label_names) != (first.feature_names, first.label_names):
+            raise SchemaError(
+                f"session {session}: segment {rec.symbol} has features {list(rec.feature_names)} "
+                f"and labels {list(rec.label_names)}, segment {first.symbol} has "
+                f"{list(first.feature_names)} and {list(first.label_names)}; the segments of "
+                "one pack must share them"
+            )
+
+
+def _layout_for(store: Store, records: Sequence[SegmentRecord], layout: Layout | None) -> Layout:
+    if layout is not None:
+        return layout
+    shared = {tuple(sorted(r.layout.items())) for r in records}
+    if len(shared) == 1:
+        try:
+            return Layout.from_dict(dict(records[0].layout))
+        except (KeyError, TypeError, ValueError):
+            pass  # a malformed layout failed to open already; the store's default is safe
+    return store.layout
+
+
+def _pack_session(
+    store: Store,
+    base: StoreVersion,
+    session: str,
+    records: Sequence[SegmentRecord],
+    layout: Layout | None,
+    pool: ThreadPoolExecutor,
+) -> PackRecord:
+    """Write the session's segments as one pack, read it back and check it."""
+    data: list[SegmentData] = list(pool.map(lambda r: base.read_segment(r, verify=True), records))
+    label_names = records[0].label_names
+    offsets = np.concatenate([[0], np.cumsum([r.rows for r in records])]).astype(np.int64)
+    labels = None
+    if label_names:
+        labels = np.concatenate([_labels(d, r) for d, r in zip(data, records, strict=True)])
+    sources = tuple(dict.fromkeys(s for r in records for s in r.sources))  # once each
+    pack = store.write_pack(
+        session=session,
+        symbols=[r.symbol for r in records],
+        offsets=offsets,
+        ts=np.concatenate([d.ts for d in data]),
+        values=np.concatenate([d.values for d in data]),
+        labels=labels,
+        feature_names=records[0].feature_names,
+        label_names=label_names,
+        layout=_layout_for(store, records, layout),
+        sources=sources,
+    )
+    del data, labels
+    _check_pack(base, pack, records)
+    return pack
+
+
+def _labels(data: SegmentData, record: SegmentRecord) -> npt.NDArray[np.float32]:
+    if data.labels is None:
+        raise StoreCorruptError(
+            f"segment {record.symbol}/{record.session}: labels {list(record.label_names)} "
+            "are recorded but the segment has no labels array"
+        )
+    return data.labels
+
+
+def _check_pack(base: StoreVersion, pack: PackRecord, records: Sequence[SegmentRecord]) -> None:
+    """Read ``pack`` back (every chunk against its hash, the whole against the pack's
+    content hash) and check that each symbol's rows hash to its segment's content hash:
+    the pack holds exactly what the published segments held."""
+    data = base.read_pack(pack, verify=True)
+    for i, rec in enumerate(records):
+        lo, hi = int(data.offsets[i]), int(data.offsets[i + 1])
+        again = segment_content_hash(
+            rec.symbol,
+            rec.session,
+            data.ts[lo:hi],
+            data.values[lo:hi],
+            None if data.labels is None else data.labels[lo:hi],
+            rec.feature_names,
+            rec.label_names,
+            Layout.from_dict(dict(rec.layout)),
+        )
+        if data.symbols[i] != rec.symbol or again != rec.content_hash:
+            raise StoreCorruptError(
+                f"pack {pack.session} ({base.location.display(pack.path)}): rows {lo}:{hi} of "
+                f"{data.symbols[i]} do not hash to segment {rec.symbol}/{rec.session}'s content "
+                f"hash ({again[:16]} != {rec.content_hash[:16]}); the pack was not committed"
+            )
+
+
+def _commit(store: Store, packs: Sequence[PackRecord], based_on: int, report: MigrateReport) -> int:
+    sessions = [p.session for p in packs]
+    what = sessions[0] if len(sessions) == 1 else f"{sessions[0]} .. {sessions[-1]}"
+    try:
+        version = store.commit(
+            packs=packs,
+            replace=True,
+            base_version=based_on,
+            message=f"migrate {len(packs)} session(s) from segments to packs: {what}",
+        )
+    except VersionConflictError as exc:
+        raise VersionConflictError(
+            f"{exc}; another writer committed while migrate ran: run migrate again "
+            "(sessions already packed are skipped)"
+        ) from exc
+    if version.version != based_on:
+        report.versions.append(version.version)
+    return version.version
