@@ -40,9 +40,15 @@ class _Shared:
     so dropping the stager stops the thread."""
 
     def __init__(
-        self, load: Callable[[int], Floats], shape: tuple[int, int], pin: bool, capacity: int
+        self,
+        load: Callable[[int], Floats],
+        shape: tuple[int, int],
+        pin: bool,
+        capacity: int,
+        fences: Fences | None,
     ) -> None:
         self.load = load
+        self.fences = fences
         self.shape = shape
         self.pin = pin
         self.capacity = capacity
@@ -109,6 +115,8 @@ class _Shared:
 
 def _run(shared: _Shared) -> None:
     """The staging thread: decode requested chunks until asked to stop."""
+    if shared.fences is not None:
+        shared.fences.enter_thread()
     while (job := shared.next_job()) is not None:
         chunk, buffer, fence = job
         rows, error = 0, None
@@ -162,7 +170,7 @@ class ChunkStager:
     ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity: expected >= 1, got {capacity}")
-        self._shared = _Shared(load, shape, pin, capacity)
+        self._shared = _Shared(load, shape, pin, capacity, fences)
         self._fences = fences
         self._pid = os.getpid()
         weakref.finalize(self, _stop, self._shared)

@@ -35,6 +35,10 @@ class Fences(Protocol):
 
     def record(self) -> Fence: ...
 
+    def enter_thread(self) -> None:
+        """In a thread that waits on the fences: make their device its current one."""
+        ...
+
 
 class CudaFences:
     """Fences as CUDA events on the current stream of ``device``.
@@ -46,6 +50,11 @@ class CudaFences:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
+
+    def enter_thread(self) -> None:
+        """A new thread starts on device 0: waiting on an event there would give this
+        process a CUDA context on GPU 0 too."""
+        torch.cuda.set_device(self.device)
 
     def record(self) -> Fence:
         event = torch.cuda.Event(blocking=True)  # type: ignore[no-untyped-call]

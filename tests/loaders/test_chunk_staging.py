@@ -154,6 +154,9 @@ class RefCountsOnly:
     def record(self) -> Any:
         return self
 
+    def enter_thread(self) -> None:
+        pass
+
     def query(self) -> bool:
         return True
 

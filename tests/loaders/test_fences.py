@@ -55,6 +55,9 @@ class FakeStream:
     def record(self) -> FakeFence:
         return FakeFence(self, self._append(lambda: None))
 
+    def enter_thread(self) -> None:
+        pass
+
     def run_until(self, position: int) -> None:
         """Run every operation before ``position``."""
         with self._lock:
