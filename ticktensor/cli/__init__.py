@@ -10,7 +10,7 @@ from ticktensor import __version__
 from ticktensor.errors import TickTensorError
 from ticktensor.store import object_store_error
 
-from . import _bench, _demo, _info, _ingest, _reliability, _train, _verify
+from . import _bench, _demo, _info, _ingest, _migrate, _reliability, _train, _verify
 
 __all__ = ["main"]
 
@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ticktensor {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_bench, _demo, _info, _ingest, _reliability, _train, _verify):
+    for module in (_bench, _demo, _info, _ingest, _migrate, _reliability, _train, _verify):
         module.register(sub)
     return parser
 

@@ -1,4 +1,4 @@
-"""``ticktensor info STORE``: versions, symbols, rows, bytes, codec and table files of a store."""
+"""``ticktensor info STORE``: versions, symbols, rows, bytes, codec, packs and table files."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ticktensor.store import Store, StoreVersion, table_files
+from ticktensor.store import PackRecord, Store, StoreVersion, table_files
 
 from ._format import human_bytes, ns_to_iso
 
@@ -24,8 +24,9 @@ def register(sub: Any) -> None:
 def store_info(store: Store, version: int | None = None) -> dict[str, Any]:
     """A JSON-able summary of ``store`` at ``version``."""
     v = store.version(version)
-    segs = v.segments
-    codecs = sorted({str(s.layout["codec"]) for s in segs})
+    segs, packs = v.segments, v.packs
+    codecs = sorted({str(r.layout["codec"]) for r in (*segs, *packs)})
+    spans = [(r.ts_start, r.ts_end) for r in (*segs, *packs)]
     return {
         "url": store.url,
         "format_version": store.format_version,
@@ -36,15 +37,19 @@ def store_info(store: Store, version: int | None = None) -> dict[str, Any]:
         "default_layout": store.layout.to_dict(),
         "codecs": codecs,
         "symbols": list(v.symbols),
-        "sessions": sorted({s.session for s in segs}),
+        "sessions": sorted({s.session for s in segs} | {p.session for p in packs}),
         "segments": len(segs),
+        "packs": [_pack_info(p) for p in packs],
+        "pack_symbols": len({s for p in packs for s in v.pack_index(p).symbols}),
         "rows": v.rows,
         "features": list(v.feature_names),
         "labels": list(v.label_names),
-        "ts_start": min((s.ts_start for s in segs), default=None),
-        "ts_end": max((s.ts_end for s in segs), default=None),
+        "ts_start": min((start for start, _ in spans), default=None),
+        "ts_end": max((end for _, end in spans), default=None),
         "segment_bytes": sum(s.nbytes for s in segs),
         "segment_files": sum(len(s.files) for s in segs),
+        "pack_bytes": sum(p.nbytes for p in packs),
+        "pack_files": sum(len(p.files) for p in packs),
         "tables": {kind: _tables_info(v, kind) for kind in sorted({t.kind for t in v.tables})},
         "bytes": v.nbytes,
         "stats_period": None if v.stats is None else list(v.stats.period),
@@ -54,11 +59,27 @@ def store_info(store: Store, version: int | None = None) -> dict[str, Any]:
                 "created": m.created,
                 "message": m.message,
                 "segments": len(m.segments),
+                "packs": len(m.packs),
                 "rows": m.rows,
                 "bytes": m.nbytes,
             }
             for m in store.versions()
         ],
+    }
+
+
+def _pack_info(pack: PackRecord) -> dict[str, Any]:
+    """One pack: its session, number of symbols, rows and objects."""
+    return {
+        "session": pack.session,
+        "path": pack.path,
+        "symbols": pack.symbols,
+        "rows": pack.rows,
+        "files": len(pack.files),
+        "bytes": pack.nbytes,
+        "codec": str(pack.layout["codec"]),
+        "ts_start": pack.ts_start,
+        "ts_end": pack.ts_end,
     }
 
 
@@ -77,6 +98,8 @@ def _tables_info(version: StoreVersion, kind: str) -> dict[str, Any]:
 
 def format_info(info: dict[str, Any]) -> str:
     sessions = info["sessions"]
+    packs = info["packs"]
+    held = f"{info['segments']} segments" + (f" and {len(packs)} packs" if packs else "")
     lines = [
         f"store     {info['url']}  (format v{info['format_version']})",
         f"version   {info['version']} of {info['latest_version']}  created {info['created']}"
@@ -85,23 +108,32 @@ def format_info(info: dict[str, Any]) -> str:
         f"  ({info['default_layout']['chunk_rows']:,} rows per chunk by default)",
         f"symbols   {len(info['symbols'])}: {', '.join(info['symbols'])}",
         f"sessions  {len(sessions)}" + (f": {sessions[0]} .. {sessions[-1]}" if sessions else ""),
-        f"rows      {info['rows']:,} in {info['segments']} segments, "
+        f"rows      {info['rows']:,} in {held}, "
         f"{len(info['features'])} features, {len(info['labels'])} labels",
     ]
+    if packs:
+        lines.append(
+            f"packs     {len(packs)} sessions ({packs[0]['session']} .. {packs[-1]['session']}), "
+            f"{info['pack_symbols']} symbols, {sum(p['rows'] for p in packs):,} rows in "
+            f"{info['pack_files']} files"
+        )
     if info["ts_start"] is not None:
         lines.append(f"time      {ns_to_iso(info['ts_start'])} .. {ns_to_iso(info['ts_end'])}")
+    features = info["segment_bytes"] + info["pack_bytes"]
     lines.append(
-        f"bytes     {human_bytes(info['bytes'])} (features {human_bytes(info['segment_bytes'])}"
-        f" in {info['segment_files']} files)"
+        f"bytes     {human_bytes(info['bytes'])} (features {human_bytes(features)}"
+        f" in {info['segment_files'] + info['pack_files']} files)"
     )
     for kind, t in info["tables"].items():
         lines.append(
             f"events    {kind}: {t['rows']:,} rows in {t['files']} files, {human_bytes(t['bytes'])}"
         )
     lines.append("versions")
+    any_packs = any(m["packs"] for m in info["versions"])
     lines.extend(
         f"  v{m['version']:<4} {m['created']}  {m['segments']:>4} segments "
-        f"{m['rows']:>12,} rows  {human_bytes(m['bytes']):>10}  {m['message']}"
+        + (f"{m['packs']:>3} packs " if any_packs else "")
+        + f"{m['rows']:>12,} rows  {human_bytes(m['bytes']):>10}  {m['message']}"
         for m in info["versions"]
     )
     return "\n".join(lines)
