@@ -27,6 +27,10 @@ from ticktensor.loaders.sharding import ShardPlan
 from .test_dataloader import WINDOW, build_version
 
 
+def _ran() -> None:
+    """An operation the stream has run."""
+
+
 class FakeStream:
     """Operations run in order, only when :meth:`run_until` says (or a fence is waited on)."""
 
@@ -59,10 +63,11 @@ class FakeStream:
         pass
 
     def run_until(self, position: int) -> None:
-        """Run every operation before ``position``."""
+        """Run every operation before ``position``; the stream keeps none it has run."""
         with self._lock:
             while self.executed < min(position, len(self._ops)):
                 self._ops[self.executed]()
+                self._ops[self.executed] = _ran
                 self.executed += 1
 
     def lag(self, behind: int) -> None:
