@@ -7,6 +7,7 @@ from typing import Any
 
 from .goals import ours_for
 from .results import Results, Row, ratio
+from .wide_rows import format_rows, wide_markdown
 
 __all__ = ["README_BEGIN", "README_END", "markdown", "readme_section", "splice_readme", "text"]
 
@@ -99,7 +100,7 @@ def _columns(cells: Sequence[str], widths: Sequence[int]) -> str:
 
 
 def text(results: Results) -> str:
-    """The whole report: rows, goals, model, thread scaling, stall, ingest, sweeps, notes."""
+    """The whole report: rows, goals, model, thread scaling, stall, ingest, wide, sweeps, notes."""
     out: list[str] = []
     meta = results.meta
     if meta:
@@ -149,6 +150,8 @@ def text(results: Results) -> str:
             _columns(["ingest method", "rows/s", "MB/s", "seconds", "ticktensor /"], widths),
         ]
         out += [_columns(_ingest_cells(r), widths) for r in results.ingest]
+    if results.wide:
+        out += ["", "wide (workload W1):", format_rows(results.wide["rows"])]
     for name, points in results.sweeps.items():
         out += ["", f"sweep {name}: " + "; ".join(_point(p) for p in points)]
     if results.notes:
@@ -166,7 +169,7 @@ def _point(p: dict[str, Any]) -> str:
 
 
 def markdown(results: Results) -> str:
-    """Markdown tables of the rows, goals, model, thread scaling, stall and ingest; the notes."""
+    """Markdown tables of the rows, goals, model, thread scaling, stall, ingest, wide; the notes."""
     out: list[str] = []
     if results.rows:
         head = ["method", "kind", "samples/s", "GB/s", "first batch s", "ours / it", "what"]
@@ -195,6 +198,8 @@ def markdown(results: Results) -> str:
     if results.ingest:
         head = ["ingest method", "rows/s", "MB/s", "seconds", "ticktensor / it"]
         out += ["", *_table(head, "lrrrr", [_ingest_cells(r) for r in results.ingest])]
+    if results.wide:
+        out += ["", *wide_markdown(results.wide["rows"])]
     if results.notes:
         out += ["", *(f"- {note}" for note in results.notes)]
     return "\n".join(out)

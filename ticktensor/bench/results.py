@@ -97,8 +97,9 @@ class Results:
 
     Sections are filled by the benchmarks that ran: ``rows`` (loader and its baselines
     and limits), ``threads`` (thread scaling), ``stall`` (``bench train``), ``model``
-    (predicted vs measured), ``sweeps`` (``bench all``), ``ingest``; ``goals`` are the
-    checks with their verdicts.
+    (predicted vs measured), ``sweeps`` (``bench all``), ``ingest``, ``wide`` (workload
+    W1: :func:`ticktensor.bench.wide.run_wide`'s document, rows with their own goals);
+    ``goals`` are the checks with their verdicts.
     """
 
     meta: dict[str, Any] = field(default_factory=dict)
@@ -109,6 +110,7 @@ class Results:
     goals: list[dict[str, Any]] = field(default_factory=list)
     sweeps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     ingest: list[dict[str, Any]] = field(default_factory=list)
+    wide: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def row(self, name: str) -> Row | None:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .loader import run_loader
 from .machine import describe_run
@@ -15,6 +15,9 @@ from .options import BenchOptions
 from .report import markdown, text
 from .results import Results
 from .workload import Workload
+
+if TYPE_CHECKING:
+    from .wide import WideOptions
 
 __all__ = ["Part", "execute"]
 
@@ -32,9 +35,15 @@ def execute(
     plot_path: Path | None = None,
     show_markdown: bool = False,
     argv: Sequence[str] | None = None,
+    wide: WideOptions | None = None,
+    wide_workdir: Path | None = None,
     say: Callable[[str], None] = print,
 ) -> Results:
-    """Run ``part`` (``all``: loader, train, sweeps and ingest), report, and write the files."""
+    """Run ``part`` (``all``: loader, train, sweeps and ingest), report, and write the files.
+
+    With ``wide`` (``bench all``), workload W1 of that shape runs last
+    (:func:`ticktensor.bench.wide.run_wide`, its scratch stores under ``wide_workdir``).
+    """
     started = time.perf_counter()
     results = Results(meta=describe_run(None if argv is None else list(argv)))
     results.meta["workload"] = asdict(workload) | {"cache_dir": str(workload.cache_dir)}
@@ -60,6 +69,10 @@ def execute(
             repeats=min(3, options.repeats),
             say=say,
         )
+    if wide is not None:
+        from .wide import run_wide
+
+        results.wide = run_wide(wide, workdir=wide_workdir, say=say)
     results.meta["seconds"] = round(time.perf_counter() - started, 1)
     results.meta["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     say("")

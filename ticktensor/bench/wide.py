@@ -1,190 +1,168 @@
-"""``bench wide``: appending one session of a wide market per commit, as the store ages.
+"""``bench wide``: workload W1, a store that holds a market, measured in one run.
 
-Workload W1 of DESIGN.md, scaled by :class:`WideOptions`: every session, each symbol's
-day (``rows`` x ``features`` float32) is written with ``Store.write_segment`` and the
-session is published with one ``Store.commit``, through the public API only. Beside it
-the same session is written as one zstd Parquet file with polars, the simplest thing a
-user would do. Each session reports the seconds of both, the bytes of metadata the
-commit wrote (version files and the pointer) and the objects the session added; the
-ratio of session N to session 1 shows whether a commit's cost is flat with the store's
-age.
+W1 of DESIGN.md, scaled by :class:`WideOptions`: ``symbols`` x ``rows`` one-minute bars x
+``features`` float32 per session, appended one session per commit for ``sessions``
+sessions, then read back. One run measures, side by side with its baselines:
+
+- ``append_session``: seconds to write and commit one session (one ``write_pack`` and one
+  ``commit``), as the store ages, against ``polars_parquet_session`` (the same session as
+  one zstd Parquet file); ``append_session_segments``: the per-segment API, for reference;
+- ``objects_per_session`` and ``metadata_bytes_per_commit`` (checkpoint commits apart, as
+  ``metadata_bytes_checkpoint``);
+- ``ingest_wide``: ``ticktensor ingest`` of one all-symbol CSV, against ``pyarrow_csv_parquet``;
+- ``open_dataset``: opening the store as a ``WindowDataset`` in a fresh process;
+- ``loader_wide`` against ``loader_narrow``: the loader over the wide store and over the
+  same bytes stored as one long series.
+
+The rows, their goals and verdicts are built by :mod:`ticktensor.bench.wide_rows`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import statistics
 import tempfile
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
+from ticktensor.errors import ConfigError, TickTensorError
+from ticktensor.loaders import WindowDataset
+from ticktensor.store import open_store
 
-from ticktensor.errors import ConfigError
+from .wide_append import SessionData, append_packs, append_segments, session_data, warm_up
+from .wide_ingest import ingest_runs
+from .wide_read import loader_rates, open_seconds, write_narrow
+from .wide_rows import build_rows, format_rows, format_session
 
-__all__ = ["WideOptions", "format_wide", "run_wide"]
-
-SESSION_NS = 86_400 * 10**9
-T0 = 1_704_205_800_000_000_000  # 2024-01-02 14:30 UTC
-METADATA = ("versions", "latest.json")
+__all__ = ["WideOptions", "format_rows", "run_wide"]
 
 
 @dataclass(frozen=True)
 class WideOptions:
-    """The shape of one ``bench wide`` run.
+    """The shape and timing of one ``bench wide`` run (the defaults are W1).
 
     Parameters
     ----------
-    symbols
-        Symbols per session (W1: 5,000; ``--quick``: 500).
-    sessions
-        Sessions appended, one commit each (W1: 20; ``--quick``: 10).
-    rows
-        Rows per symbol and session (390 one-minute bars).
-    features
-        float32 features per row.
+    symbols, sessions, rows, features, labels
+        Symbols per session, sessions appended (one commit each), rows per symbol and
+        session (390 one-minute bars), float32 features and labels per row.
+    window, batch
+        Rows per sample and samples per batch of the dataset and loader rows.
+    ingest_rows
+        Trades in the all-symbol CSV of ``ingest_wide``.
+    segment_sessions
+        Sessions of the per-segment reference (``append_session_segments``); 0 skips it.
+    seconds, repeats
+        Length of one loader repetition and repetitions per timed method (the median counts).
     """
 
     symbols: int = 5_000
     sessions: int = 20
     rows: int = 390
     features: int = 16
+    labels: int = 1
+    window: int = 32
+    batch: int = 256
+    ingest_rows: int = 2_000_000
+    segment_sessions: int = 0
+    seconds: float = 2.0
+    repeats: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("symbols", "sessions", "rows", "features"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"bench wide: {name} must be a positive integer, got {value!r}")
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            low = 0 if f.name in ("labels", "segment_sessions") else 1
+            if f.name == "seconds":
+                if not (isinstance(value, int | float) and value > 0):
+                    raise ConfigError(f"bench wide: seconds must be > 0, got {value!r}")
+            elif not isinstance(value, int) or isinstance(value, bool) or value < low:
+                kind = "a positive" if low else "a non-negative"
+                raise ConfigError(f"bench wide: {f.name} must be {kind} integer, got {value!r}")
+        if self.window > self.rows:
+            raise ConfigError(
+                f"bench wide: window {self.window} is longer than a session's {self.rows} rows"
+            )
 
     @classmethod
     def quick(cls) -> WideOptions:
-        """The scaled-down shape of ``--quick`` (500 symbols, 10 sessions)."""
-        return cls(symbols=500, sessions=10)
-
-
-def _session(
-    options: WideOptions, day: int
-) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-    """Symbols, ``ts [rows]`` and ``values [symbols, rows, features]`` of one session."""
-    rng = np.random.default_rng(day)
-    symbols = [f"S{k:05d}" for k in range(options.symbols)]
-    ts = T0 + day * SESSION_NS + np.arange(options.rows, dtype=np.int64) * 60 * 10**9
-    values = rng.standard_normal((options.symbols, options.rows, options.features), np.float32)
-    return symbols, ts, values
-
-
-def _files(root: Path, areas: tuple[str, ...] | None = None) -> dict[str, int]:
-    """Relative path -> size of every file below ``root`` (or only below ``areas``)."""
-    out = {}
-    for base, _dirs, files in os.walk(root):
-        for name in files:
-            full = Path(base, name)
-            rel = full.relative_to(root).as_posix()
-            if areas is None or rel.split("/", 1)[0] in areas:
-                out[rel] = full.stat().st_size
-    return out
-
-
-def _polars_seconds(
-    path: Path, symbols: list[str], ts: npt.NDArray[np.int64], values: npt.NDArray[np.float32]
-) -> float:
-    import polars as pl
-
-    n_sym, rows, features = values.shape
-    columns: dict[str, Any] = {
-        "symbol": np.repeat(np.array(symbols), rows),
-        "ts": np.tile(ts, n_sym),
-    }
-    flat = values.reshape(n_sym * rows, features)
-    columns |= {f"f{i}": flat[:, i] for i in range(features)}
-    frame = pl.DataFrame(columns)
-    start = time.perf_counter()
-    frame.write_parquet(path, compression="zstd")
-    return time.perf_counter() - start
+        """``--quick``: 500 symbols x 10 sessions, 200,000 CSV rows, 3 per-segment sessions."""
+        return cls(symbols=500, sessions=10, ingest_rows=200_000, segment_sessions=3, seconds=0.5)
 
 
 def run_wide(
     options: WideOptions, *, workdir: Path | None = None, say: Callable[[str], None] = print
-) -> list[dict[str, Any]]:
-    """Append ``options.sessions`` sessions to a fresh store; one row of figures per session.
+) -> dict[str, Any]:
+    """Run every part of W1 in a scratch folder under ``workdir`` (removed at the end).
 
-    Each row has ``session``, ``append_s`` (all ``write_segment`` calls plus the
-    ``commit``), ``write_ms_per_segment``, ``commit_s``, ``polars_parquet_s``,
-    ``metadata_bytes`` (version files and pointer written by the commit),
-    ``objects`` (files the session added) and ``append_vs_session1``.
+    Returns ``{"options", "sessions", "segment_sessions", "ingest", "reads", "rows"}``: the
+    figures of every appended session (pack store, then the per-segment reference), of the
+    ingest runs and of the read parts, and the rows with their goals.
     """
-    from ticktensor.store import Store
+    shape = (options.symbols, options.rows, options.features, options.labels)
+
+    def make(day: int) -> SessionData:
+        return session_data(*shape, day)
 
     with tempfile.TemporaryDirectory(prefix="tt-bench-wide-", dir=workdir) as tmp:
-        root = Path(tmp, "store")
-        store = Store.create(str(root))
-        names = [f"f{i}" for i in range(options.features)]
-        rows: list[dict[str, Any]] = []
-        for day in range(1, options.sessions + 1):
-            symbols, ts, values = _session(options, day)
-            session = f"s{day:04d}"
-            before, meta_before = _files(root), _files(root, METADATA)
-            start = time.perf_counter()
-            records = [
-                store.write_segment(
-                    symbol=sym,
-                    session=session,
-                    ts=ts,
-                    values=values[k],
-                    feature_names=names,
-                )
-                for k, sym in enumerate(symbols)
-            ]
-            written = time.perf_counter()
-            store.commit(segments=records, message=f"session {day}")
-            done = time.perf_counter()
-            after = _files(root)
-            meta = {
-                rel: size
-                for rel, size in _files(root, METADATA).items()
-                if meta_before.get(rel) != size
-            }
-            parquet = _polars_seconds(Path(tmp, f"{session}.parquet"), symbols, ts, values)
-            row = {
-                "session": day,
-                "append_s": done - start,
-                "write_ms_per_segment": (written - start) / options.symbols * 1e3,
-                "commit_s": done - written,
-                "polars_parquet_s": parquet,
-                "metadata_bytes": sum(meta.values()),
-                "objects": len(set(after) - set(before)),
-            }
-            row["append_vs_session1"] = row["append_s"] / (rows[0] if rows else row)["append_s"]
-            rows.append(row)
-            say(format_wide([row], header=not rows[:-1]))
-    return rows
+        root = Path(tmp)
+        warm_up(root / "warm-up", options.features, options.labels)
+        say(
+            f"# W1: {options.symbols:,} symbols x {options.rows} rows x {options.features} "
+            f"float32 features (+{options.labels} label) per session, {options.sessions} "
+            "sessions, one commit each"
+        )
+        sessions = append_packs(
+            root / "store", options.sessions, make, root, lambda row: say(format_session(row))
+        )
+        reference = append_segments(root / "store-segments", options.segment_sessions, make)
+        ingest = ingest_runs(
+            root / "ingest",
+            options.ingest_rows,
+            options.symbols,
+            options.repeats,
+            os.cpu_count() or 1,
+            say,
+        )
+        say("# open_dataset, loader_wide, loader_narrow")
+        reads = _read_parts(root, options, make)
+    doc = {
+        "options": dataclasses.asdict(options),
+        "sessions": sessions,
+        "segment_sessions": reference,
+        "ingest": ingest,
+        "reads": reads,
+    }
+    return {**doc, "rows": build_rows(doc)}
 
 
-def format_wide(rows: list[dict[str, Any]], *, header: bool = True) -> str:
-    """The rows of :func:`run_wide` as a fixed-width text table."""
-    cols = [
-        ("session", "{:>7d}"),
-        ("append_s", "{:>9.3f}"),
-        ("write_ms_per_segment", "{:>8.3f}"),
-        ("commit_s", "{:>8.3f}"),
-        ("polars_parquet_s", "{:>10.3f}"),
-        ("metadata_bytes", "{:>12,d}"),
-        ("objects", "{:>8,d}"),
-        ("append_vs_session1", "{:>6.2f}"),
-    ]
-    titles = ["session", "append s", "ms/seg", "commit s", "parquet s", "meta bytes", "objects"]
-    titles.append("xS1")
-    widths = [len(fmt.format(0)) for _, fmt in cols]
-    lines = []
-    if header:
-        lines.append(" ".join(t.rjust(w) for t, w in zip(titles, widths, strict=True)))
-    lines += [" ".join(fmt.format(r[name]) for name, fmt in cols) for r in rows]
-    return "\n".join(lines)
-
-
-def describe(options: WideOptions) -> dict[str, Any]:
-    """The options as plain JSON (for ``--json``)."""
-    return asdict(options)
+def _read_parts(
+    root: Path, options: WideOptions, make: Callable[[int], SessionData]
+) -> dict[str, Any]:
+    """``open_dataset`` and the two loader rows; a part that fails says why in ``errors``."""
+    errors: dict[str, str] = {}
+    url, window = str(root / "store"), options.window
+    opened = None
+    try:
+        opened = open_seconds(url, window, options.repeats)
+    except RuntimeError as exc:
+        errors["open_dataset"] = str(exc)
+    narrow = write_narrow(root / "store-narrow", make, options.sessions)
+    datasets = {"loader_narrow": WindowDataset(narrow, window)}
+    try:
+        datasets = {"loader_wide": WindowDataset(open_store(url), window), **datasets}
+    except TickTensorError as exc:
+        errors["loader_wide"] = f"WindowDataset over the store: {type(exc).__name__}: {exc}"
+    reps = loader_rates(datasets, options.batch, options.seconds, options.repeats)
+    loaders = {
+        name: {
+            "samples_per_s": statistics.median(r.rate for r in runs),
+            "rates": [r.rate for r in runs],
+            "windows": len(datasets[name]),
+            "first_batch_s": statistics.median(r.first_batch_s or 0.0 for r in runs),
+        }
+        for name, runs in reps.items()
+    }
+    return {"errors": errors, "loaders": loaders, **({} if opened is None else {"open": opened})}

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ticktensor.bench.wide import WideOptions
 
 __all__ = ["add_bench_arguments", "register"]
 
@@ -13,10 +18,12 @@ _PARTS = {
     "and sequential read, in one run; goals, model, thread scaling",
     "ingest": "CSV trades -> store against pyarrow and pandas",
     "train": "data stall (share of time waiting for batches) under a simulated accelerator",
-    "all": "loader, train, scaling sweeps and ingest (--quick: under 5 minutes on 2 cores)",
+    "all": "loader, train, scaling sweeps, ingest, then W1 (--quick: under 5 minutes on 2 cores, "
+    "and about 1 for W1)",
 }
 QUICK = {"rows": 250_000, "seconds": 0.5, "repeats": 3, "passes": 1, "ingest_rows": 1_000_000}
 FULL = {"seconds": 2.0, "repeats": 5, "passes": 2, "ingest_rows": 10_000_000}
+WIDE_FORMAT = "ticktensor-bench-wide/1"
 
 
 def register(sub: Any) -> None:
@@ -29,6 +36,8 @@ def register(sub: Any) -> None:
             part, help=help_text, description=help_text + ". Workload D1 by default."
         )
         add_bench_arguments(parser, workload=part != "ingest")
+        if part == "all":
+            add_wide_arguments(parser, prefix="wide-")
         parser.set_defaults(run=run_bench, part=part)
     _register_wide(benches)
     report = benches.add_parser(
@@ -53,40 +62,81 @@ def register(sub: Any) -> None:
 
 def _register_wide(benches: Any) -> None:
     help_text = (
-        "append one session of a wide market per commit (W1): seconds per session as the "
-        "store ages, metadata bytes and objects per commit, beside one polars Parquet file"
+        "workload W1, a store that holds a market: append one session per commit as the store "
+        "ages, objects and metadata bytes per commit, ingest of an all-symbol CSV, time to open "
+        "the store as a dataset, the loader over it; each against its baseline, in one run"
     )
     wide = benches.add_parser("wide", help=help_text, description=help_text + ".")
-    wide.add_argument("--quick", action="store_true", help="500 symbols x 10 sessions")
-    wide.add_argument("--symbols", type=int, help="symbols per session (5,000; --quick 500)")
-    wide.add_argument("--sessions", type=int, help="sessions appended (20; --quick 10)")
-    wide.add_argument("--rows", type=int, help="rows per symbol and session (390)")
-    wide.add_argument("--features", type=int, help="float32 features per row (16)")
-    wide.add_argument("--workdir", type=Path, help="where the scratch store lives (a temp dir)")
-    wide.add_argument("--json", type=Path, help="write the options and per-session rows")
-    wide.set_defaults(run=run_wide)
+    add_wide_arguments(wide)
+    wide.add_argument("--json", type=Path, help="write the options, figures and rows")
+    wide.set_defaults(run=run_wide, part="wide")
+
+
+def add_wide_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """The shape of W1 (``bench wide``), as ``--symbols``; ``bench all`` adds ``--wide-``."""
+    group = parser.add_argument_group("workload W1 (DESIGN.md; --quick scales it down)")
+    if not prefix:
+        group.add_argument(
+            "--quick", action="store_true", help="500 symbols x 10 sessions, 200,000 CSV rows"
+        )
+    for name, kind, text in (
+        ("symbols", int, "symbols per session (5,000; --quick 500)"),
+        ("sessions", int, "sessions appended, one commit each (20; --quick 10)"),
+        ("rows", int, "rows per symbol and session (390)"),
+        ("features", int, "float32 features per row (16)"),
+        ("window", int, "rows per sample of the dataset and loader rows (32)"),
+        ("batch", int, "samples per batch of the loader rows (256)"),
+        ("ingest-rows", int, "trades in the all-symbol CSV (2,000,000; --quick 200,000)"),
+        ("segment-sessions", int, "sessions of the per-segment reference (0; --quick 3)"),
+        ("seconds", float, "length of one loader repetition (2; --quick 0.5)"),
+        ("repeats", int, "repetitions of each timed method, the median counts (3)"),
+    ):
+        if prefix and name in ("seconds", "repeats"):
+            continue  # bench all's own --seconds and --repeats apply
+        metavar = "SECONDS" if kind is float else "N"
+        group.add_argument(f"--{prefix}{name}", type=kind, metavar=metavar, help=text)
+    group.add_argument(
+        f"--{prefix}workdir", type=Path, metavar="DIR", help="where the scratch stores live (tmp)"
+    )
+
+
+WIDE_FIELDS = (
+    "symbols",
+    "sessions",
+    "rows",
+    "features",
+    "window",
+    "batch",
+    "ingest_rows",
+    "segment_sessions",
+    "seconds",
+    "repeats",
+)
+
+
+def wide_options(args: argparse.Namespace, prefix: str = "") -> WideOptions:
+    """The :class:`~ticktensor.bench.wide.WideOptions` of the command line."""
+    from ticktensor.bench.wide import WideOptions
+
+    options = WideOptions.quick() if args.quick else WideOptions()
+    given = {f: getattr(args, prefix + f, None) for f in WIDE_FIELDS}
+    return dataclasses.replace(options, **{k: v for k, v in given.items() if v is not None})
 
 
 def run_wide(args: argparse.Namespace) -> int:
-    import dataclasses
-    import json
+    from ticktensor.bench.machine import describe_run
+    from ticktensor.bench.wide import format_rows, run_wide
 
-    from ticktensor.bench.wide import WideOptions, describe, run_wide
-
-    options = WideOptions.quick() if args.quick else WideOptions()
-    options = dataclasses.replace(
-        options, **_given(args, "symbols", "sessions", "rows", "features")
-    )
-    rows = run_wide(options, workdir=args.workdir)
-    last = rows[-1]
-    print(
-        f"# session {last['session']} / session 1: {last['append_vs_session1']:.2f}x; "
-        f"append / polars Parquet, median over sessions: "
-        f"{sorted(r['append_s'] / r['polars_parquet_s'] for r in rows)[len(rows) // 2]:.1f}x"
-    )
+    meta = describe_run(_command(args))
+    print(f"# command: {meta['command']}")
+    doc = run_wide(wide_options(args), workdir=args.workdir)
+    print()
+    print(format_rows(doc["rows"]))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"options": describe(options), "rows": rows}, indent=1))
+        args.json.write_text(
+            json.dumps({"format": WIDE_FORMAT, "meta": meta, **doc}, indent=1) + "\n"
+        )
         print(f"# results written to {args.json}")
     return 0
 
@@ -178,6 +228,13 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.step_ms:
         timing["step_ms"] = tuple(args.step_ms)
     options = BenchOptions(**timing, quick=args.quick)
+    wide = None
+    if args.part == "all":
+        wide = dataclasses.replace(
+            wide_options(args, prefix="wide_"),
+            seconds=options.seconds,
+            repeats=min(3, options.repeats),
+        )
     execute(
         args.part,
         workload,
@@ -188,6 +245,8 @@ def run_bench(args: argparse.Namespace) -> int:
         plot_path=args.plot,
         show_markdown=args.markdown,
         argv=_command(args),
+        wide=wide,
+        wide_workdir=getattr(args, "wide_workdir", None),
     )
     return 0
 

@@ -1,0 +1,128 @@
+"""Reading a wide store: the time to open it as a dataset, and the loader over it (W1's read rows).
+
+``open_dataset`` opens the store and builds a ``WindowDataset`` in a fresh process, so
+nothing the writer kept in memory (the store's cached state, the page tables of its
+arrays) shortens it. ``loader_wide`` and ``loader_narrow`` are ``ticktensor.DataLoader``
+(shuffled batches) over the wide store and over the same bytes stored as one long series
+of one symbol, with the same window: repetitions take turns, the median counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ticktensor.store import Store, StoreVersion
+
+from .measure import Rep, endless, timed
+from .wide_append import MINUTE_NS, T0, SessionData
+
+__all__ = ["loader_rates", "open_seconds", "write_narrow"]
+
+
+def open_seconds(url: str, window: int, repeats: int) -> dict[str, Any]:
+    """Median seconds of ``open_store(url)`` + ``WindowDataset(version, window)``, each in a
+    fresh process; also the (symbol, session) pairs and windows of the dataset.
+
+    Raises
+    ------
+    RuntimeError
+        With the child's last error line, when the dataset cannot be built.
+    """
+    runs = []
+    for _ in range(max(1, repeats)):
+        done = subprocess.run(
+            [sys.executable, "-m", __name__, url, "--window", str(window)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines() or [f"exit code {done.returncode}"]
+            raise RuntimeError(f"open_store + WindowDataset in a fresh process: {lines[-1]}")
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    seconds = [float(r["seconds"]) for r in runs]
+    return {**runs[-1], "seconds": statistics.median(seconds), "runs_seconds": seconds}
+
+
+def _open_once(url: str, window: int) -> dict[str, Any]:
+    from ticktensor.loaders import WindowDataset
+    from ticktensor.store import open_store
+
+    start = time.perf_counter()
+    version = open_store(url)
+    dataset = WindowDataset(version, window)
+    seconds = time.perf_counter() - start
+    pairs = sum(p.symbols for p in version.packs) + len(version.segments)
+    return {"seconds": seconds, "pairs": pairs, "windows": len(dataset)}
+
+
+def write_narrow(root: Path, make: Callable[[int], SessionData], sessions: int) -> StoreVersion:
+    """A store of one symbol whose one series holds every row of ``make(1..sessions)``."""
+    store = Store.create(str(root))
+    first = make(1)
+    per_session = first.ts.shape[0]
+    rows = per_session * sessions
+    values = np.empty((rows, first.values.shape[1]), np.float32)
+    labels = np.empty((rows, first.labels.shape[1]), np.float32)
+    for day in range(1, sessions + 1):
+        data = first if day == 1 else make(day)
+        part = slice((day - 1) * per_session, day * per_session)
+        values[part], labels[part] = data.values, data.labels
+    record = store.write_segment(
+        symbol="NARROW",
+        session="all",
+        ts=T0 + np.arange(rows, dtype=np.int64) * MINUTE_NS,
+        values=values,
+        feature_names=first.feature_names,
+        labels=labels,
+        label_names=first.label_names,
+    )
+    return store.commit(segments=[record], message="one long series")
+
+
+def _shuffled(dataset: Any, batch: int) -> Callable[[int], tuple[Iterator[int], Any]]:
+    from ticktensor import DataLoader
+
+    def batches(rep: int) -> tuple[Iterator[int], Callable[[], Mapping[str, Any]]]:
+        loader = DataLoader(dataset, batch_size=batch, shuffle=True)
+        return endless(lambda: loader), loader.stats
+
+    return batches
+
+
+def loader_rates(
+    datasets: Mapping[str, Any], batch: int, seconds: float, repeats: int
+) -> dict[str, list[Rep]]:
+    """Repetitions of a shuffled ``ticktensor.DataLoader`` over each dataset, taking turns."""
+    measures = {name: timed(_shuffled(ds, batch), seconds) for name, ds in datasets.items()}
+    reps: dict[str, list[Rep]] = {name: [] for name in datasets}
+    for rep in range(max(1, repeats)):
+        for name, measure in measures.items():
+            reps[name].append(measure(rep))
+    return reps
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child side of :func:`open_seconds`: print the figures of one open as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("url")
+    parser.add_argument("--window", type=int, required=True)
+    args = parser.parse_args(argv)
+    import ticktensor.loaders  # noqa: F401  (imports are not part of opening a store)
+
+    print(json.dumps(_open_once(args.url, args.window)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
