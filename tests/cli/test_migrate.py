@@ -125,6 +125,6 @@ def test_sessions_layout_and_commit_every(
     assert "ticktensor migrate: error: " in capsys.readouterr().err
     args = ["migrate", str(root), "--codec", "zstd", "--chunk-rows", "32", "--commit-every", "1"]
     assert main([*args, "--session", "2023-11-14", "--quiet"]) == 0
-    assert "version(s) 4." in capsys.readouterr().out
-    (pack,) = Store.open(str(root)).version().packs
+    assert "version(s) 5." in capsys.readouterr().out
+    pack = Store.open(str(root)).version().pack("2023-11-14")
     assert dict(pack.layout) == {"codec": "zstd", "chunk_rows": 32, "level": None}

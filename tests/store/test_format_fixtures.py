@@ -76,7 +76,7 @@ def test_reads_format_v2_fixture(tmp_path: Path) -> None:
     url = str(tmp_path / "store-v2")
     shutil.copytree(FIXTURES / "store-v2", url)
     store = Store.open(url)
-    assert store.latest_version() == 3
+    assert store.latest_version() == 4
     assert store.format_version == 2
     assert store.checkpoint_every == 2
     assert [m.message for m in store.versions()] == [
@@ -84,9 +84,15 @@ def test_reads_format_v2_fixture(tmp_path: Path) -> None:
         "add AAA",
         "add B/B",
         "correct AAA",
+        "pack 2023-11-15",
     ]
     codecs = {"AAA": "none", "B/B": "zstd"}
-    revisions_of = {1: {"AAA": 0}, 2: {"AAA": 0, "B/B": 0}, 3: {"AAA": 1, "B/B": 0}}
+    revisions_of = {
+        1: {"AAA": 0},
+        2: {"AAA": 0, "B/B": 0},
+        3: {"AAA": 1, "B/B": 0},
+        4: {"AAA": 1, "B/B": 0},
+    }
     for version, revisions in revisions_of.items():
         v = store.version(version)
         assert v.feature_names == ("f0", "f1", "f2")
@@ -106,7 +112,24 @@ def test_reads_format_v2_fixture(tmp_path: Path) -> None:
         (trades, *_) = v.tables_of("trades")
         assert v.read_table(trades).column("price").to_pylist() == [1.5, 2.5, 3.5]
         store.verify(version)
+        assert [p.session for p in v.packs] == (["2023-11-15"] if version == 4 else [])
     assert len(store.version(3).tables_of("trades")) == 2
+    v4 = store.version(4)
+    (pack,) = v4.packs
+    assert (pack.rows, pack.symbols, pack.layout["codec"]) == (300, 2, "zstd")
+    assert v4.symbols == ("AAA", "B/B")
+    data = v4.read_pack(pack, verify=True)
+    assert data.symbols == ("AAA", "B/B")
+    assert data.offsets.tolist() == [0, 150, 300]
+    for i, symbol in enumerate(data.symbols):
+        ts, values, labels = make.expected(symbol, 150, revision=2, day=1)
+        np.testing.assert_array_equal(data.ts[i * 150 : (i + 1) * 150], ts)
+        np.testing.assert_array_equal(data.values[i * 150 : (i + 1) * 150], values)
+        assert data.labels is not None
+        np.testing.assert_array_equal(data.labels[i * 150 : (i + 1) * 150], labels)
+    assert (Path(url) / "versions/00000004.checkpoint.json").is_file()
+    checkpoint = json.loads((Path(url) / "versions/00000004.checkpoint.json").read_text())
+    assert [p["session"] for p in checkpoint["packs"]] == ["2023-11-15"]
 
 
 def test_a_format_v1_store_appended_by_this_version(tmp_path: Path) -> None:
@@ -151,7 +174,7 @@ def test_a_format_v1_store_appended_by_this_version(tmp_path: Path) -> None:
 def test_a_log_entry_of_an_unknown_format_version_is_refused(tmp_path: Path) -> None:
     url = tmp_path / "future"
     shutil.copytree(FIXTURES / "store-v2", url)
-    entry = url / "versions/00000003.json"
+    entry = url / "versions/00000004.json"
     data = entry.read_bytes().replace(b'"format_version":2', b'"format_version":3')
     entry.write_bytes(data)
     pointer = json.loads((url / "latest.json").read_text())
