@@ -292,6 +292,8 @@ def _produce(shared: _Shared) -> None:
     enter = getattr(shared.deliver, "enter_thread", None)
     if enter is not None:
         enter()
+    if shared.fences is not None:
+        shared.fences.enter_thread()  # waiting on a fence must not touch GPU 0
     steps = shared.steps
     for position, step in enumerate(steps):
         if shared.stop.is_set():

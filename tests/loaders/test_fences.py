@@ -167,3 +167,21 @@ def test_a_consumer_that_keeps_batches_still_gets_them(warm: WindowDataset, tmp_
         x = torch.cat([item[2] for item in kept])
         assert torch.equal(x, torch.from_numpy(warm.get_batch(np.arange(len(warm)))[0]))
         source.close()
+
+
+def test_the_python_producer_makes_the_fences_device_current(warm: WindowDataset) -> None:
+    """The producer thread waits on fences: it must first make their device current (a
+    new thread starts on GPU 0, where waiting would open a context)."""
+
+    class Recording(FakeStream):
+        def __init__(self) -> None:
+            super().__init__()
+            self.threads: list[str] = []
+
+        def enter_thread(self) -> None:
+            self.threads.append(threading.current_thread().name)
+
+    stream = Recording()
+    copies_of_a_pass(warm, "python", stream, 0)
+    assert stream.threads, "the producer never entered the fences' device"
+    assert threading.current_thread().name not in stream.threads
