@@ -11,13 +11,21 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ticktensor.errors import ConfigError
 from ticktensor.schemas import MBP_DEPTH, EventKind, FeatureSpec, LabelSpec, parse_duration_ns
 
-from ._feature_rows import TRADE_QUANTITIES, Rows
+from ._feature_rows import SERIES, TRADE_QUANTITIES, Rows
 
-__all__ = ["FeatureArrays", "check_spec", "compute", "known_features"]
+__all__ = [
+    "FeatureArrays",
+    "SymbolFeatures",
+    "check_spec",
+    "compute",
+    "compute_by_symbol",
+    "known_features",
+]
 
 _NS_PER_DAY = 86_400 * 1_000_000_000
 _ALL = frozenset({"quotes", "trades", "bars", "mbp10", "ohlcv"})
@@ -38,8 +46,33 @@ class FeatureArrays(NamedTuple):
     label_names: tuple[str, ...]
 
 
+class SymbolFeatures(NamedTuple):
+    """Features and labels of many symbols at once, rows sorted by (symbol, ts)."""
+
+    symbols: tuple[str, ...]
+    """Every symbol of the events, sorted; some may have no rows."""
+    offsets: npt.NDArray[np.int64]
+    """``[len(symbols) + 1]``: symbol ``i`` holds rows ``offsets[i]:offsets[i + 1]``."""
+    features: FeatureArrays
+    """The rows of every symbol, one symbol after the other."""
+
+
 Param = int | tuple[Literal["rows", "ns"], int] | None
 Builder = Callable[[Rows, Param], pl.Expr]
+
+
+def _never(_: Param) -> bool:
+    return False
+
+
+def _always(_: Param) -> bool:
+    return True
+
+
+def _over_rows(w: Param) -> bool:
+    """A trade window of more than one row reads earlier rows; a duration window reads
+    columns joined as of each row's time, and one row is the row itself."""
+    return isinstance(w, tuple) and w[0] == "rows" and w[1] > 1
 
 
 @dataclass(frozen=True)
@@ -48,6 +81,9 @@ class _Entry:
     param: Literal["none", "rows", "window"]
     default: int
     build: Builder
+    #: Whether the formula with this parameter reads other rows than its own (a shift,
+    #: a cumulative or rolling sum): computed per symbol when the rows hold many.
+    reads_rows: Callable[[Param], bool] = _never
 
 
 def _q(r: Rows, a: str) -> pl.Expr:
@@ -85,7 +121,7 @@ def _window(r: Rows, quantity: str, w: Param) -> pl.Expr:
 
 def _trade(quantity: str) -> _Entry:
     clocks = _ALL - {"ohlcv"} if quantity == "signed_volume" else _ALL
-    return _Entry(clocks, "window", 1, lambda r, w: _window(r, quantity, w))
+    return _Entry(clocks, "window", 1, lambda r, w: _window(r, quantity, w), _over_rows)
 
 
 def _vwap_distance(r: Rows, w: Param) -> pl.Expr:
@@ -122,12 +158,12 @@ CATALOGUE: dict[str, _Entry] = {
     "depth_imbalance": _Entry(frozenset({"mbp10"}), "rows", MBP_DEPTH, _depth_imbalance),
     "log1p_bid_sz": _Entry(_BOOK, "none", 0, lambda r, _: _q(r, "bid_sz").log1p()),
     "log1p_ask_sz": _Entry(_BOOK, "none", 0, lambda r, _: _q(r, "ask_sz").log1p()),
-    "return": _Entry(_ALL, "rows", 1, lambda r, n: _ret(r, n) - 1.0),
-    "log_return": _Entry(_ALL, "rows", 1, lambda r, n: _ret(r, n).log()),
-    "mid_log_return": _Entry(_BOOK, "none", 0, lambda r, _: _ret(r, 1, "mid").log()),
-    "volatility": _Entry(_ALL, "rows", 20, _volatility),
+    "return": _Entry(_ALL, "rows", 1, lambda r, n: _ret(r, n) - 1.0, _always),
+    "log_return": _Entry(_ALL, "rows", 1, lambda r, n: _ret(r, n).log(), _always),
+    "mid_log_return": _Entry(_BOOK, "none", 0, lambda r, _: _ret(r, 1, "mid").log(), _always),
+    "volatility": _Entry(_ALL, "rows", 20, _volatility, _always),
     **{q: _trade(q) for q in TRADE_QUANTITIES},
-    "vwap_distance": _Entry(_ALL, "window", 1, _vwap_distance),
+    "vwap_distance": _Entry(_ALL, "window", 1, _vwap_distance, _over_rows),
     "range_bps": _Entry(
         _BARS, "none", 0, lambda r, _: (_q(r, "high") - _q(r, "low")) / _q(r, "close") * 1e4
     ),
@@ -193,17 +229,27 @@ def check_spec(spec: FeatureSpec) -> None:
 
 
 def _label(
-    label: LabelSpec, source: npt.NDArray[np.float64], ts: npt.NDArray[np.int64]
+    label: LabelSpec,
+    source: npt.NDArray[np.float64],
+    ts: npt.NDArray[np.int64],
+    offsets: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
+    """``label`` of every row; a horizon never reaches past its symbol's rows (``offsets``)."""
     n = source.size
+    end = np.repeat(offsets[1:], np.diff(offsets))  # one past each row's symbol's last row
     unit, horizon = label.horizon
     if unit == "rows":
         future = np.arange(n) + horizon
     else:
         # The last row at or before ts + horizon; unknown once that passes the data's end.
-        future = np.searchsorted(ts, ts + horizon, side="right") - 1
-        future[ts + horizon > ts[-1]] = n
-    known = future < n
+        future = np.empty(n, dtype=np.int64)
+        for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+            if hi > lo:
+                part = ts[lo:hi]
+                found = np.searchsorted(part, part + horizon, side="right") - 1 + lo
+                found[part + horizon > part[-1]] = hi
+                future[lo:hi] = found
+    known = future < end
     ahead = np.full(n, np.nan)
     ahead[known] = source[future[known]]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -217,20 +263,49 @@ def _label(
 def compute(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -> FeatureArrays:
     """Evaluate ``spec`` on one symbol's session of events (see ``features.compute_features``)."""
     check_spec(spec)
-    rows = Rows(spec.clock, events, spec.bar_rule)
+    return _evaluate(Rows(spec.clock, events, spec.bar_rule), spec)[0]
+
+
+def compute_by_symbol(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -> SymbolFeatures:
+    """Evaluate ``spec`` on a session of many symbols at once, each as :func:`compute` would
+    on its own (see ``features.compute_session_features``)."""
+    check_spec(spec)
+    names = sorted({s for t in events.values() for s in pc.unique(t.column("symbol")).to_pylist()})
+    universe = pa.array(names, pa.string())
+    numbered = {
+        kind: table.append_column(
+            SERIES, pc.index_in(table.column("symbol"), value_set=universe).cast(pa.uint32())
+        )
+        for kind, table in events.items()
+    }
+    arrays, series = _evaluate(Rows(spec.clock, numbered, spec.bar_rule, by_symbol=True), spec)
+    offsets = np.searchsorted(series, np.arange(len(names) + 1, dtype=np.uint32)).astype(np.int64)
+    return SymbolFeatures(tuple(names), offsets, arrays)
+
+
+def _evaluate(rows: Rows, spec: FeatureSpec) -> tuple[FeatureArrays, npt.NDArray[np.uint32]]:
+    """The features and labels of ``rows``, and the series number of each row."""
     exprs = []
-    for name in spec.features:
+    sources = [(name, name) for name in spec.features]
+    sources += [(label.source, f"_label_{j}") for j, label in enumerate(spec.labels)]
+    for name, alias in sources:
         resolved = _resolve(name, spec.clock)
         assert resolved is not None  # check_spec passed
-        exprs.append(resolved[0].build(rows, resolved[1]).cast(pl.Float64).alias(name))
-    for j, label in enumerate(spec.labels):
-        resolved = _resolve(label.source, spec.clock)
-        assert resolved is not None
-        exprs.append(resolved[0].build(rows, resolved[1]).cast(pl.Float64).alias(f"_label_{j}"))
+        entry, param = resolved
+        expr = entry.build(rows, param)
+        if entry.reads_rows(param):
+            expr = rows.per_series(expr)
+        exprs.append(expr.cast(pl.Float64).alias(alias))
     ts = rows.frame["ts"].to_numpy().astype(np.int64, copy=False)
+    if rows.by is None:
+        series = np.zeros(rows.height, dtype=np.uint32)
+    else:
+        series = rows.frame[rows.by].to_numpy().astype(np.uint32, copy=False)
     out = rows.frame.lazy().select(exprs).collect()
     values = np.empty((rows.height, len(spec.features)), dtype=np.float32)
     labels = np.empty((rows.height, len(spec.labels)), dtype=np.float32)
+    offsets = np.flatnonzero(np.diff(series)) + 1
+    offsets = np.concatenate([[0], offsets, [rows.height]]).astype(np.int64)
     # The store keeps float32: a value beyond its range becomes +/-inf, which the ingest
     # report counts (see ``overflowed``), instead of a warning per cast.
     with np.errstate(over="ignore"):
@@ -239,8 +314,8 @@ def compute(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -> FeatureA
         for j, label in enumerate(spec.labels):
             if rows.height:
                 raw = out[f"_label_{j}"].to_numpy().astype(np.float64)
-                labels[:, j] = _label(label, raw, ts)
-    return FeatureArrays(ts, values, labels, spec.features, spec.label_names)
+                labels[:, j] = _label(label, raw, ts, offsets)
+    return FeatureArrays(ts, values, labels, spec.features, spec.label_names), series
 
 
 def overflowed(features: FeatureArrays) -> int:

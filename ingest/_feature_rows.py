@@ -10,9 +10,12 @@ import pyarrow as pa
 from ticktensor.errors import ConfigError, SchemaError
 from ticktensor.schemas import MBP_DEPTH, BarRule, Clock, EventKind
 
-from .bars import QUOTE_COLUMNS, _asof, _bar_frame, _event_frame
+from .bars import QUOTE_COLUMNS, _asof, _bar_frame, _event_frame, _per_series
 
-__all__ = ["CLOCK_INPUTS", "TRADE_QUANTITIES", "Rows"]
+__all__ = ["CLOCK_INPUTS", "SERIES", "TRADE_QUANTITIES", "Rows"]
+
+SERIES = "_series"
+"""The column numbering the series (symbols) of a session's rows, in sorted symbol order."""
 
 CLOCK_INPUTS: dict[str, tuple[EventKind, EventKind | None]] = {
     "quotes": (EventKind.QUOTES, EventKind.TRADES),
@@ -53,10 +56,24 @@ class Rows:
     Every derived column at row ``i`` uses only events with ``ts <= ts[i]`` (the trades
     clock: only trades up to row ``i`` itself); :meth:`column` adds them lazily so a
     spec pays only for what it uses.
+
+    With ``by_symbol``, the event tables hold many symbols, sorted by (symbol, time),
+    with a :data:`SERIES` column numbering them: the rows are every symbol's rows one
+    after the other, each computed as if its symbol were alone (joins match the
+    symbol; shifts, sums and windows restart at each symbol, see :meth:`per_series`).
     """
 
-    def __init__(self, clock: Clock, events: Mapping[EventKind, pa.Table], bar: BarRule | None):
+    def __init__(
+        self,
+        clock: Clock,
+        events: Mapping[EventKind, pa.Table],
+        bar: BarRule | None,
+        *,
+        by_symbol: bool = False,
+    ):
         self.clock = clock
+        self.by = SERIES if by_symbol else None
+        by = self.by
         primary, secondary = CLOCK_INPUTS[clock]
         if primary not in events:
             raise ConfigError(
@@ -66,47 +83,58 @@ class Rows:
         table = events[primary]
         self._trades: pl.DataFrame | None = None
         if clock == "quotes":
-            self.frame = _event_frame(table, "quotes", QUOTE_COLUMNS)
+            self.frame = _event_frame(table, "quotes", QUOTE_COLUMNS, by)
         elif clock == "mbp10":
-            self.frame = _event_frame(table, "mbp10", ("bid_px_00", "ask_px_00", *_LEVELS))
+            self.frame = _event_frame(table, "mbp10", ("bid_px_00", "ask_px_00", *_LEVELS), by)
             self.frame = self.frame.with_columns(
                 *(pl.col(f"{c}_00").alias(c) for c in QUOTE_COLUMNS if f"{c}_00" in self.frame)
             )
         elif clock == "trades":
-            self.frame = _event_frame(table, "trades", ("price", "size", "side"))
+            self.frame = _event_frame(table, "trades", ("price", "size", "side"), by)
         elif clock == "bars":
             assert bar is not None  # FeatureSpec guarantees a rule for clock "bars"
-            bars = _bar_frame(table, bar, self.other)
+            bars = _bar_frame(table, bar, self.other, by=by)
             self.frame = bars.rename({"ts_event": "ts_open", "ts_close": "ts"}).with_columns(
-                pl.col("trade_count").cast(pl.Float64), pl.col("ts").set_sorted()
+                pl.col("trade_count").cast(pl.Float64), pl.col(by or "ts").set_sorted()
             )
         else:
-            self.frame = self._ohlcv(table)
+            self.frame = self._ohlcv(table, by)
         if clock == "trades" and self.other is not None:
-            quotes = _event_frame(self.other, "quotes", QUOTE_COLUMNS)
-            self.frame = _asof(self.frame, "ts", quotes, QUOTE_COLUMNS)
+            quotes = _event_frame(self.other, "quotes", QUOTE_COLUMNS, by)
+            self.frame = _asof(self.frame, "ts", quotes, QUOTE_COLUMNS, by)
         if clock in _BOOK_CLOCKS and self.other is not None:
-            self._trades = _event_frame(self.other, "trades", ("price", "size", "side"))
+            self._trades = _event_frame(self.other, "trades", ("price", "size", "side"), by)
 
     @staticmethod
-    def _ohlcv(table: pa.Table) -> pl.DataFrame:
+    def _ohlcv(table: pa.Table, by: str | None) -> pl.DataFrame:
         columns = ("interval_ns", "open", "high", "low", "close", "volume", "trade_count", "vwap")
-        frame = _event_frame(table, "ohlcv", columns)
+        frame = _event_frame(table, "ohlcv", columns, by)
         # A bar is known once it has closed: its row time is open + interval.
         frame = frame.with_columns(
             (pl.col("ts") + pl.col("interval_ns").cast(pl.Int64)).alias("ts"),
             (pl.col("vwap").fill_null(pl.col("close")) * pl.col("volume")).alias("dollar_volume"),
         )
-        ts = frame["ts"]
-        if ts.len() > 1 and not ts.is_sorted():
-            row = int((ts.diff() < 0).arg_true()[0])
+        back = frame["ts"].diff() < 0
+        if by is not None:
+            back = back & (frame[by].diff() == 0)
+        if frame.height > 1 and back.any():
+            row = int(back.arg_true()[0])
             raise SchemaError(f"ohlcv row {row}: close time (ts_event + interval_ns) goes back")
-        return frame.with_columns(pl.col("ts").set_sorted())
+        return frame.with_columns(pl.col(by or "ts").set_sorted())
 
     @property
     def height(self) -> int:
         """Number of rows."""
         return self.frame.height
+
+    def per_series(self, expr: pl.Expr) -> pl.Expr:
+        """``expr`` computed within each symbol's rows (as is, when there is one symbol).
+
+        Needed by every expression that reads other rows (shifts, cumulative and
+        rolling sums): without it a symbol's first rows would see the previous
+        symbol's last ones.
+        """
+        return _per_series(expr, self.by)
 
     def column(self, name: str) -> pl.Expr:
         """The column ``name`` of the rows, deriving it first if needed."""
@@ -129,7 +157,7 @@ class Rows:
         if name in TRADE_QUANTITIES:
             if self.clock in _BOOK_CLOCKS:
                 cum = self.column(f"cum_{name}")
-                return cum - cum.shift(1, fill_value=0.0)
+                return self.per_series(cum - cum.shift(1, fill_value=0.0))
             if self.clock == "trades":
                 return self._trade_column(name, self.frame)
             if name == "signed_volume" and self.clock == "ohlcv":
@@ -139,7 +167,7 @@ class Rows:
             if self.clock in _BOOK_CLOCKS:
                 self._join_cum(name.removeprefix("cum_"), "ts", name)
                 return pl.col(name)
-            return self.column(name.removeprefix("cum_")).cum_sum()
+            return self.per_series(self.column(name.removeprefix("cum_")).cum_sum())
         if name.startswith("cum_"):  # cum_<quantity>@<ns>: as of ts - ns
             quantity, _, ns = name.removeprefix("cum_").partition("@")
             key = f"_ts_minus_{ns}"
@@ -168,8 +196,9 @@ class Rows:
                 return
         else:  # cumulative sums over the rows themselves, deduplicated by time in _asof
             trades = self.frame
-        source = trades.select("ts", value.alias(name))
-        joined = _asof(self.frame.select(key), key, source, (name,))
+        keys = [] if self.by is None else [self.by]
+        source = trades.select(*keys, "ts", value.alias(name))
+        joined = _asof(self.frame.select(*keys, key), key, source, (name,), self.by)
         self.frame = self.frame.with_columns(joined[name].fill_null(0.0))
 
     def _join_cum(self, quantity: str, key: str, name: str) -> None:
@@ -178,6 +207,6 @@ class Rows:
                 self.frame = self.frame.with_columns(pl.lit(0.0).alias(name))
             else:
                 per = self._trade_column(quantity, self._trades)
-                self._join_trades(per.cum_sum(), key, name)
+                self._join_trades(self.per_series(per.cum_sum()), key, name)
         else:
             self._join_trades(self.column(f"cum_{quantity}"), key, name)

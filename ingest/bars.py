@@ -43,47 +43,82 @@ _OHLCV = schema_for(EventKind.OHLCV)
 _MAX_FILLED = 50_000_000  # a forward-filled grid this long is a mistaken interval, not data
 
 
-def _event_frame(table: pa.Table, what: str, columns: Sequence[str]) -> pl.DataFrame:
-    """``ts`` (int64 ns, checked sorted) and those of ``columns`` the table has, as float64."""
+def _event_frame(
+    table: pa.Table, what: str, columns: Sequence[str], by: str | None = None
+) -> pl.DataFrame:
+    """``ts`` (int64 ns, checked sorted) and those of ``columns`` the table has, as float64.
+
+    With ``by`` (the name of a ``uint32`` column numbering the series: the symbols of a
+    session), the table holds several series one after the other: ``by`` must not
+    decrease and ``ts`` may fall only where a new series starts.
+    """
     ts = np.asarray(table.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
-    if ts.size > 1 and (back := np.flatnonzero(ts[1:] < ts[:-1])).size:
+    data: dict[str, pl.Series] = {}
+    back = np.flatnonzero(ts[1:] < ts[:-1]) if ts.size > 1 else np.empty(0, np.int64)
+    if by is not None:
+        series = np.asarray(table.column(by).to_numpy(), dtype=np.uint32)
+        if series.size > 1 and (down := np.flatnonzero(series[1:] < series[:-1])).size:
+            row = int(down[0]) + 1
+            raise SchemaError(f"{what} row {row}: rows are not grouped by symbol (rule: sorted)")
+        back = back[series[back + 1] == series[back]]
+        data[by] = pl.Series(by, series, pl.UInt32)
+    if back.size:
         row = int(back[0]) + 1
         raise SchemaError(
             f"{what} row {row}: ts_event {ts[row]} is before row {row - 1}'s {ts[row - 1]} "
-            f"(rule: sorted by ts_event)"
+            f"(rule: sorted by ts_event{' within each symbol' if by else ''})"
         )
-    data: dict[str, pl.Series] = {"ts": pl.Series("ts", ts)}
+    data["ts"] = pl.Series("ts", ts)
     for name in columns:
         if name in table.column_names:
             # Through Arrow, so nulls stay nulls (fill_null can tell them from NaN).
             values = table.column(name).cast(pa.float64()).combine_chunks()
             data[name] = pl.Series(name, values, pl.Float64)
-    return pl.DataFrame(data).with_columns(pl.col("ts").set_sorted())
+    # The sort order polars may rely on: time for one series, the series for several.
+    return pl.DataFrame(data).with_columns(pl.col(by or "ts").set_sorted())
+
+
+def _per_series(expr: pl.Expr, by: str | None) -> pl.Expr:
+    """``expr`` evaluated within each series: what it is on one series, ``over(by)`` on several."""
+    return expr if by is None else expr.over(by)
 
 
 def _asof(
-    left: pl.DataFrame, key: str, right: pl.DataFrame, columns: Sequence[str]
+    left: pl.DataFrame,
+    key: str,
+    right: pl.DataFrame,
+    columns: Sequence[str],
+    by: str | None = None,
 ) -> pl.DataFrame:
-    """Join ``columns`` of the last ``right`` row with ``ts <= left[key]`` (point in time)."""
+    """Join ``columns`` of the last ``right`` row with ``ts <= left[key]`` (point in time),
+    of the same series when ``by`` names the series column of both frames."""
     # Of several rows with one timestamp, the last in the table is the state at that time.
-    last = (pl.col("ts") != pl.col("ts").shift(-1)).fill_null(True)
-    right = right.filter(last).select(pl.col("ts").alias("_asof_ts"), *columns)
+    last = pl.col("ts") != pl.col("ts").shift(-1)
+    if by is not None:
+        last = last | (pl.col(by) != pl.col(by).shift(-1))
+    keys = [] if by is None else [by]
+    right = right.filter(last.fill_null(True)).select(
+        *keys, pl.col("ts").alias("_asof_ts"), *columns
+    )
     joined = left.join_asof(
         right,
         left_on=key,
         right_on="_asof_ts",
+        by=by,
         strategy="backward",
-        check_sortedness=False,  # both sides are checked sorted on the way in
+        check_sortedness=False,  # both sides are checked sorted (per series) on the way in
     )
     return joined.drop("_asof_ts", strict=False)
 
 
-def _aggregate(trades: pl.DataFrame, bar: pl.Expr) -> pl.DataFrame:
+def _aggregate(trades: pl.DataFrame, bar: pl.Expr, by: str | None, *extra: pl.Expr) -> pl.DataFrame:
     signed = (pl.col("side") * pl.col("size")).sum() if "side" in trades.columns else pl.lit(0.0)
+    keys = ["_bar"] if by is None else [by, "_bar"]
     return (
         trades.with_columns(bar.alias("_bar"), (pl.col("price") * pl.col("size")).alias("_dollar"))
-        .group_by("_bar", maintain_order=True)
+        .group_by(keys, maintain_order=True)
         .agg(
+            *extra,
             pl.col("ts").first().alias("ts_first"),
             pl.col("ts").last().alias("ts_last"),
             pl.col("price").first().alias("open"),
@@ -104,8 +139,11 @@ def _aggregate(trades: pl.DataFrame, bar: pl.Expr) -> pl.DataFrame:
     )
 
 
-def _time_frame(trades: pl.DataFrame, interval: int, fill: Fill) -> pl.DataFrame:
-    bars = _aggregate(trades, pl.col("ts") - pl.col("ts") % interval).rename({"_bar": "ts_event"})
+def _time_frame(trades: pl.DataFrame, interval: int, fill: Fill, by: str | None) -> pl.DataFrame:
+    bars = _aggregate(trades, pl.col("ts") - pl.col("ts") % interval, by)
+    bars = bars.rename({"_bar": "ts_event"})
+    if fill == "ffill" and by is not None:
+        raise ConfigError("fill='ffill' makes the bars of one symbol; call make_bars per symbol")
     if fill == "ffill" and bars.height:
         first, last = bars["ts_event"][0], bars["ts_event"][-1]
         if (count := (last - first) // interval + 1) > _MAX_FILLED:
@@ -132,19 +170,33 @@ def _time_frame(trades: pl.DataFrame, interval: int, fill: Fill) -> pl.DataFrame
 
 
 def _threshold_frame(
-    trades: pl.DataFrame, kind: str, threshold: float, keep_partial: bool
+    trades: pl.DataFrame, kind: str, threshold: float, keep_partial: bool, by: str | None
 ) -> pl.DataFrame:
     quantity = pl.col("size") if kind == "volume" else pl.col("price") * pl.col("size")
-    before = quantity.cum_sum().shift(1, fill_value=0.0)  # quantity traded before this trade
-    bars = _aggregate(trades, (before / threshold).floor().cast(pl.Int64))
+    # The quantity traded before this trade, and in the whole session, of its series.
+    before = _per_series(quantity.cum_sum().shift(1, fill_value=0.0), by)
+    total = _per_series(quantity.sum(), by)
+    trades = trades.with_columns(total.alias("_total"))
+    bars = _aggregate(
+        trades, (before / threshold).floor().cast(pl.Int64), by, pl.col("_total").first()
+    )
     if not keep_partial and bars.height:
-        total = trades.select(quantity.sum()).item()
-        if total < (bars["_bar"][-1] + 1) * threshold:
-            bars = bars.head(-1)
-    return bars.rename({"ts_first": "ts_event"}).with_columns(
-        (pl.col("ts_last") - pl.col("ts_event")).alias("interval_ns"),
-        pl.col("ts_last").alias("ts_close"),
-        pl.col("ts_last").alias("_asof_key"),
+        # A series' last bar that has not reached its threshold is not closed yet.
+        last = (
+            pl.int_range(pl.len()) == pl.len() - 1
+            if by is None
+            else (pl.col(by) != pl.col(by).shift(-1)).fill_null(True)
+        )
+        open_ = last & (pl.col("_total") < (pl.col("_bar") + 1) * threshold)
+        bars = bars.filter(~open_)
+    return (
+        bars.drop("_total")
+        .rename({"ts_first": "ts_event"})
+        .with_columns(
+            (pl.col("ts_last") - pl.col("ts_event")).alias("interval_ns"),
+            pl.col("ts_last").alias("ts_close"),
+            pl.col("ts_last").alias("_asof_key"),
+        )
     )
 
 
@@ -155,26 +207,27 @@ def _bar_frame(
     *,
     fill: Fill = "skip",
     keep_partial: bool = False,
+    by: str | None = None,
 ) -> pl.DataFrame:
     """Bars as a polars frame with extra columns the feature engine uses.
 
     Columns: ``ts_event`` (open), ``interval_ns``, ``ts_close``, OHLC, ``volume``,
     ``trade_count``, ``vwap``, ``dollar_volume``, ``signed_volume`` and, with quotes,
-    :data:`QUOTE_COLUMNS`.
+    :data:`QUOTE_COLUMNS`. With ``by`` (see :func:`_event_frame`) every series gets its
+    own bars, sorted by (series, time) and led by the ``by`` column.
     """
     if fill not in ("skip", "ffill"):
         raise ConfigError(f"fill must be 'skip' or 'ffill', got {fill!r}")
-    frame = _event_frame(trades, "trades", ("price", "size", "side"))
+    frame = _event_frame(trades, "trades", ("price", "size", "side"), by)
     if missing := [c for c in ("price", "size") if c not in frame.columns]:
         raise SchemaError(f"trades have no column(s) {missing}; bars need price and size")
     if rule.kind == "time":
-        bars = _time_frame(frame, rule.interval_ns, fill)
+        bars = _time_frame(frame, rule.interval_ns, fill, by)
     else:
-        bars = _threshold_frame(frame, rule.kind, rule.size, keep_partial)
+        bars = _threshold_frame(frame, rule.kind, rule.size, keep_partial, by)
     if quotes is not None:
-        bars = _asof(
-            bars, "_asof_key", _event_frame(quotes, "quotes", QUOTE_COLUMNS), QUOTE_COLUMNS
-        )
+        book = _event_frame(quotes, "quotes", QUOTE_COLUMNS, by)
+        bars = _asof(bars, "_asof_key", book, QUOTE_COLUMNS, by)
     return bars.drop("_bar", "_asof_key", "ts_first", "ts_last", strict=False)
 
 

@@ -3,9 +3,11 @@
 A :class:`~ticktensor.schemas.FeatureSpec` names a row *clock* (which event stream
 gives one row per event), the feature columns and the labels. :func:`compute_features`
 evaluates it on one symbol's session: features at row ``i`` use only events stamped at
-or before row ``i``'s time; labels look ahead only through their declared horizon. The
-catalogue and its formulas are in ``docs/features.md``; :func:`known_features` lists
-the names per clock.
+or before row ``i``'s time; labels look ahead only through their declared horizon.
+:func:`compute_session_features` evaluates it on a session of every symbol at once,
+each symbol's rows exactly as :func:`compute_features` gives them. The catalogue and
+its formulas are in ``docs/features.md``; :func:`known_features` lists the names per
+clock.
 
 Examples
 --------
@@ -31,7 +33,14 @@ import pyarrow as pa
 from ticktensor.errors import ConfigError
 from ticktensor.schemas import Clock, EventKind, FeatureSpec, LabelSpec, parse_duration_ns
 
-from ._feature_engine import FeatureArrays, check_spec, compute, known_features
+from ._feature_engine import (
+    FeatureArrays,
+    SymbolFeatures,
+    check_spec,
+    compute,
+    compute_by_symbol,
+    known_features,
+)
 from ._feature_stats import FeatureStatsAccumulator
 
 __all__ = [
@@ -39,9 +48,11 @@ __all__ = [
     "FEATURES",
     "FeatureArrays",
     "FeatureStatsAccumulator",
+    "SymbolFeatures",
     "build_features",
     "check_spec",
     "compute_features",
+    "compute_session_features",
     "default_spec",
     "demo_feature_spec",
     "dump_spec",
@@ -88,6 +99,47 @@ def compute_features(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) ->
         A table is not sorted by ``ts_event`` or lacks a needed column.
     """
     return compute(events, spec)
+
+
+def compute_session_features(
+    events: Mapping[EventKind, pa.Table], spec: FeatureSpec
+) -> SymbolFeatures:
+    """Compute ``spec`` for every symbol of one session at once.
+
+    Each symbol's rows equal what :func:`compute_features` gives for that symbol's
+    events alone: joins match the symbol and every shift, cumulative or rolling sum
+    and label horizon stays within it, so no symbol's features see another's events.
+    Vectorized over the symbols (one polars plan for the session), which pays from a
+    few symbols on.
+
+    Parameters
+    ----------
+    events
+        Canonical event tables by kind, each with its ``symbol`` column, sorted by
+        (``symbol``, ``ts_event``).
+    spec
+        Clock, features and labels.
+
+    Returns
+    -------
+    SymbolFeatures
+        The sorted symbols, the offsets of each one's rows and the rows of all.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ticktensor.schemas import conform
+    >>> trades = conform(pa.table({"ts_event": [0, 10**9, 0, 2 * 10**9],
+    ...                            "symbol": ["A", "A", "B", "B"], "price": [1.0, 2.0, 5.0, 4.0],
+    ...                            "size": [1.0, 1.0, 2.0, 2.0], "side": [1, -1, 1, 1]}), "trades")
+    >>> out = compute_session_features({EventKind.TRADES: trades},
+    ...                                FeatureSpec(("close", "return"), clock="bars", bar="1s"))
+    >>> out.symbols, out.offsets.tolist()
+    (('A', 'B'), [0, 2, 4])
+    >>> out.features.values[:, 1].tolist()  # B's first return does not look at A's rows
+    [0.0, 1.0, 0.0, -0.20000000298023224]
+    """
+    return compute_by_symbol(events, spec)
 
 
 def build_features(
