@@ -519,11 +519,12 @@ class Store:
     def repair(self, *, grace_s: float = 3600.0, dry_run: bool = False) -> RepairReport:
         """Remove files no published version refers to (debris of interrupted commits).
 
-        Only files below ``segments/``, ``events/``, ``versions/`` and ``staging/`` that
-        no manifest from version 0 to the latest lists are candidates, and only those
-        older than ``grace_s`` seconds are removed, so a job that is still writing keeps
-        its files (pass 0 when no writer runs). Runs under the commit lock. Published
-        data is never touched: every version stays readable and verifiable.
+        Only files below ``segments/``, ``packs/``, ``events/``, ``versions/`` and
+        ``staging/`` that no manifest from version 0 to the latest lists are candidates,
+        and only those older than ``grace_s`` seconds are removed, so a job that is
+        still writing keeps its files (pass 0 when no writer runs). Runs under the
+        commit lock. Published data is never touched: every version stays readable and
+        verifiable.
         """
         with self._location.lock(LOCK_FILE):
             manifests = self.versions()
