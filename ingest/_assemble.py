@@ -1,33 +1,33 @@
-"""Phase two of an ingest job: one (symbol, session) from its staged parts -> tables + segment."""
+"""Phase two of an ingest job: one session of every symbol -> one table per kind + one pack."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ticktensor.ingest import _quarantine
+from ticktensor.ingest._feature_engine import FeatureArrays
 from ticktensor.ingest._feature_rows import CLOCK_INPUTS
-from ticktensor.ingest._staging import Staging, repeated
-from ticktensor.schemas import REFERENCE_KINDS, EventKind, FeatureSpec, conform
-from ticktensor.store import Layout, SegmentRecord, SourceFile, Store, TableRecord
+from ticktensor.ingest._merge import merge_parts
+from ticktensor.ingest._staging import Staging
+from ticktensor.schemas import REFERENCE_KINDS, EventKind, FeatureSpec
+from ticktensor.store import Layout, PackRecord, SourceFile, Store, TableRecord
 
-__all__ = ["AssembleResult", "AssembleTask", "StatsPartial", "assemble"]
+__all__ = ["ALL_SYMBOLS", "AssembleResult", "AssembleTask", "StatsPartial", "assemble"]
 
-_EXTRA = ["_source", "_row"]
+ALL_SYMBOLS = "*"
+"""The ``symbol`` of an event table's key when the table holds every symbol of its session
+(its ``symbol`` column says whose each row is)."""
 
 
 @dataclass(frozen=True)
 class AssembleTask:
-    """Everything a worker needs to assemble one (symbol, session) (picklable)."""
+    """Everything a worker needs to assemble one session of every symbol (picklable)."""
 
-    symbol: str
     session: str
     parts: dict[EventKind, list[str]]
     staging: Staging
@@ -72,172 +72,93 @@ class StatsPartial:
 
 @dataclass
 class AssembleResult:
-    """What phase two produced for one (symbol, session)."""
+    """What phase two produced for one session."""
 
-    symbol: str
     session: str
     tables: list[TableRecord] = field(default_factory=list)
-    segment: SegmentRecord | None = None
+    pack: PackRecord | None = None
     duplicates: pa.Table | None = None
     stored: Counter[str] = field(default_factory=Counter)
     stats: StatsPartial = field(default_factory=StatsPartial)
-    note: str | None = None
-
-
-def _duplicates(table: pa.Table, kind: EventKind) -> npt.NDArray[np.bool_]:
-    """Rows identical (in every canonical column) to an earlier row.
-
-    MBO is the exception within one file: several fills of one resting order in one
-    exchange packet share every field (order id, price, size, sequence, times), so
-    there identical rows are real events and only a copy from another file (overlapping
-    downloads) is a duplicate.
-    """
-    # Rows are sorted by time and duplicates share ts_event: only rows in runs of equal
-    # timestamps can be duplicates, usually a small fraction, so hash only those.
-    ts = table.column("ts_event").cast(pa.int64()).to_numpy()
-    same = ts[1:] == ts[:-1]
-    candidate = np.zeros(len(ts), dtype=bool)
-    candidate[1:] |= same
-    candidate[:-1] |= same
-    flags_all = np.zeros(len(ts), dtype=bool)
-    if not candidate.any():
-        return flags_all
-    idx = np.flatnonzero(candidate)
-    df = cast(pl.DataFrame, pl.from_arrow(table.take(pa.array(idx))))
-    canonical = [c for c in df.columns if c not in _EXTRA]
-    if kind is EventKind.MBO:
-        first_source = pl.col("_source").first().over(canonical)
-        flags = df.select((pl.col("_source") != first_source).alias("dup"))["dup"]
-    else:
-        first = df.select(pl.struct(canonical).is_first_distinct().alias("first"))["first"]
-        flags = ~first
-    flags_all[idx] = flags.to_numpy()
-    return flags_all
-
-
-def conform_with_extra(table: pa.Table, kind: EventKind, symbol: str) -> pa.Table:
-    """The canonical schema plus ``_source``/``_row``.
-
-    Staging leaves out all-null columns and ``symbol`` (one per part, in its path).
-    """
-    if "symbol" not in table.column_names:
-        # A dictionary of one value cast to text: 10x faster than pa.repeat of a string.
-        table = table.append_column("symbol", repeated(symbol, table.num_rows).cast(pa.string()))
-    extra = [table.column(c) for c in _EXTRA]
-    canonical = conform(table.drop_columns(_EXTRA), kind)
-    for name, col in zip(_EXTRA, extra, strict=True):
-        canonical = canonical.append_column(name, col)
-    return canonical
-
-
-def _source_names(column: pa.ChunkedArray) -> set[str]:
-    """The input files a staged ``_source`` column names, read off its dictionaries.
-
-    Every staged part's ``_source`` is a dictionary of the one file it came from, so
-    this costs nothing per row (the full-length text cast and distinct count did).
-    """
-    return {name for chunk in column.chunks for name in chunk.dictionary.to_pylist()}
-
-
-def _source_as_text(table: pa.Table) -> pa.Table:
-    """``_source`` as text: parts' dictionaries differ, and sorting or counting by file
-    needs one type across them."""
-    index = table.schema.get_field_index("_source")
-    return table.set_column(index, "_source", table.column("_source").cast(pa.string()))
-
-
-def _sorted(table: pa.Table, single_source: bool) -> pa.Table:
-    ts = table.column("ts_event").cast(pa.int64()).to_numpy()
-    rows = table.column("_row").to_numpy()
-    step = np.diff(ts)
-    if single_source and np.all((step > 0) | ((step == 0) & (np.diff(rows) > 0))):
-        return table  # one file, already in (time, row) order: the usual case
-    # One file: its name is the same on every row, so (time, row) orders it (and the
-    # column may stay a dictionary); several: they were cast to text to compare.
-    keys = ["ts_event", "_row"] if single_source else ["ts_event", "_source", "_row"]
-    order = pc.sort_indices(table, [(k, "ascending") for k in keys])
-    return table.take(order)
+    notes: list[str] = field(default_factory=list)
+    #: Event rows stored (every kind) and symbols with feature rows in the pack.
+    events: int = 0
+    series: int = 0
 
 
 def assemble(task: AssembleTask) -> AssembleResult:
-    """Merge a (symbol, session)'s parts, drop cross-file duplicates, write tables + features.
+    """Merge a session's parts, drop cross-file duplicates, write its tables and its pack.
 
-    Every kind becomes a table; features come from the market kinds only. The
-    reference kinds (definitions, statistics) pass through to tables: an instrument with
-    reference data and no market events gets no segment, and no note says so.
+    Every kind becomes one table of every symbol, sorted by (symbol, time); features
+    come from the market kinds only, for all symbols at once, and are written as one
+    pack. The reference kinds (definitions, statistics) pass through to tables: an
+    instrument with reference data and no market events gets no rows in the pack, and
+    no note says so.
     """
-    from ticktensor.ingest._feature_engine import overflowed
-    from ticktensor.ingest.features import compute_features
+    from ticktensor.ingest.features import compute_session_features
 
     store = Store.open(task.store_url)
-    out = AssembleResult(task.symbol, task.session)
+    out = AssembleResult(task.session)
     events: dict[EventKind, pa.Table] = {}
-    dup_tables = []
+    duplicates = []
     for kind, rels in sorted(task.parts.items()):
-        table = conform_with_extra(task.staging.read(rels), kind, task.symbol)
-        sources = _source_names(table.column("_source"))
-        if len(sources) > 1:
-            table = _source_as_text(table)
-        table = _sorted(table, single_source=len(sources) == 1)
-        dup = _duplicates(table, kind)
-        if dup.any():
-            bad = table.filter(pa.array(dup))
-            q = _duplicate_entries(kind, bad)
-            if task.strict:
-                _quarantine.raise_first(q)
-            dup_tables.append(q)
-            table = table.filter(pa.array(~dup))
-        if len(sources) == 1:
-            stored = dict.fromkeys(sources, table.num_rows)
-        else:
-            counts = pc.value_counts(table.column("_source")).to_pylist()
-            stored = {c["values"]: c["counts"] for c in counts}
-        out.stored.update(stored)
-        clean = table.drop_columns(_EXTRA)
-        events[kind] = clean
-        used = sorted(stored)
+        merged = merge_parts(task.staging, rels, kind, task.strict)
+        if merged.duplicates is not None:
+            duplicates.append(merged.duplicates)
+        out.stored.update(merged.stored)
+        out.events += merged.table.num_rows
+        events[kind] = merged.table
         out.tables.append(
             store.write_table(
                 kind=kind.value,
-                symbol=task.symbol,
+                symbol=ALL_SYMBOLS,
                 session=task.session,
-                table=clean,
-                sources=[task.sources[u] for u in used],
+                table=merged.table,
+                sources=[task.sources[u] for u in sorted(merged.stored)],
             )
         )
-    if dup_tables:
-        out.duplicates = pa.concat_tables(dup_tables)
-    events = {k: t for k, t in events.items() if k not in REFERENCE_KINDS}
-    if task.spec is None or not events:
+    if duplicates:
+        out.duplicates = pa.concat_tables(duplicates)
+    market = {k: t for k, t in events.items() if k not in REFERENCE_KINDS}
+    if task.spec is None or not market:
         return out
     clock_kind = CLOCK_INPUTS[task.spec.clock][0]
-    if clock_kind not in events:
-        out.note = (
-            f"{task.symbol}/{task.session}: events stored, no features (the "
+    on_clock = _symbols(market.get(clock_kind))
+    for symbol in sorted(set().union(*map(_symbols, market.values())) - on_clock):
+        out.notes.append(
+            f"{symbol}/{task.session}: events stored, no features (the "
             f"{task.spec.clock} clock needs {clock_kind.value} events)"
         )
+    if not on_clock:
         return out
-    features = compute_features(events, task.spec)
+    computed = compute_session_features(market, task.spec)
+    features = computed.features
+    rows = np.diff(computed.offsets)
+    infinite = _per_symbol(_infinite(features), computed.offsets)
+    for symbol, n, inf in zip(computed.symbols, rows.tolist(), infinite.tolist(), strict=True):
+        if n == 0 and symbol in on_clock:
+            out.notes.append(f"{symbol}/{task.session}: no rows on the {task.spec.clock} clock")
+        if inf:
+            out.notes.append(
+                f"{symbol}/{task.session}: {inf} feature or label value(s) beyond "
+                "float32's range stored as +/-inf"
+            )
     if features.ts.size == 0:
-        out.note = f"{task.symbol}/{task.session}: no rows on the {task.spec.clock} clock"
         return out
-    infinite = overflowed(features)
-    if infinite:
-        out.note = (
-            f"{task.symbol}/{task.session}: {infinite} feature or label value(s) beyond "
-            "float32's range stored as +/-inf"
-        )
-    out.segment = store.write_segment(
-        symbol=task.symbol,
+    kept = rows > 0  # a symbol with no rows on the clock is not in the pack
+    out.pack = store.write_pack(
         session=task.session,
+        symbols=[s for s, keep in zip(computed.symbols, kept.tolist(), strict=True) if keep],
+        offsets=np.concatenate([[0], np.cumsum(rows[kept])]).astype(np.int64),
         ts=features.ts,
         values=features.values,
         feature_names=features.feature_names,
         labels=features.labels,
         label_names=features.label_names,
         layout=task.layout,
-        sources=[s for t in out.tables for s in t.sources],
+        sources=[task.sources[u] for u in sorted(out.stored)],
     )
+    out.series = int(kept.sum())
     if task.spec.stats_period is not None:
         start, end = task.spec.stats_period
         inside = (features.ts >= start) & (features.ts < end)
@@ -246,27 +167,24 @@ def assemble(task: AssembleTask) -> AssembleResult:
     return out
 
 
-def _duplicate_entries(kind: EventKind, bad: pa.Table) -> pa.Table:
-    n = bad.num_rows
-    rendered = _quarantine.rows_as_json(bad.drop_columns(_EXTRA), np.arange(n, dtype=np.int64))
-    sources = bad.column("_source").to_pylist()
-    rows = bad.column("_row").to_pylist()
-    return pa.table(
-        {
-            "source": pa.array(sources, pa.string()),
-            "row": pa.array(rows, pa.int64()),
-            "kind": pa.array([kind.value] * n, pa.string()),
-            "rule": pa.array(["duplicate"] * n, pa.string()),
-            "column": pa.array(["*"] * n, pa.string()),
-            "value": pa.array([None] * n, pa.string()),
-            "message": pa.array(
-                [
-                    f"{s} row {r}: duplicate of an earlier row"
-                    for s, r in zip(sources, rows, strict=True)
-                ],
-                pa.string(),
-            ),
-            "raw": pa.array(rendered, pa.string()),
-        },
-        schema=_quarantine.QUARANTINE_SCHEMA,
-    )
+def _symbols(table: pa.Table | None) -> set[str]:
+    if table is None or table.num_rows == 0:
+        return set()
+    return set(pc.unique(table.column("symbol")).to_pylist())
+
+
+def _infinite(features: FeatureArrays) -> npt.NDArray[np.int64]:
+    """Per row: values (features and labels) that are +/-inf, beyond float32's range (or
+    infinite already in the events)."""
+    per_row = np.asarray(np.isinf(features.values).sum(axis=1), dtype=np.int64)
+    if features.labels.size:
+        per_row += np.isinf(features.labels).sum(axis=1)
+    return per_row
+
+
+def _per_symbol(
+    per_row: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """``per_row`` summed over each symbol's rows."""
+    total = np.concatenate([[0], np.cumsum(per_row)])
+    return np.asarray(total[offsets[1:]] - total[offsets[:-1]], dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Phase one of an ingest job: one input file -> validated, partitioned staging parts."""
+"""Phase one of an ingest job: one input file -> validated staging parts, one per session."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class FileResult:
     sha256: str = ""
     seconds: float = 0.0
     rules: dict[str, int] = field(default_factory=dict)
-    parts: list[tuple[str, str, EventKind, str]] = field(default_factory=list)
+    parts: list[tuple[str, EventKind, str]] = field(default_factory=list)
     quarantine: str | None = None
     inference: dict[str, Any] | None = None
 
@@ -89,7 +89,7 @@ def convert_file(task: ConvertTask) -> FileResult:
             result.schema = "mixed" if len(kinds) > 1 else next(iter(kinds), batch.kind.value)
             if batch.inference is not None and result.inference is None:
                 result.inference = batch.inference.to_dict()
-            # Duplicates are found in phase two, over the whole (symbol, session), across files.
+            # Duplicates are found in phase two, over the whole session, across files.
             checked = validate(
                 batch.table, batch.kind, ts_range=task.ts_range, check_duplicates=False
             )
@@ -127,8 +127,8 @@ def convert_file(task: ConvertTask) -> FileResult:
 
 def _write_parts(
     task: ConvertTask, kind: EventKind, table: pa.Table, tag: str
-) -> list[tuple[str, str, EventKind, str]]:
-    """Split by (symbol, UTC day) and stage each piece (without its ``symbol`` column)."""
+) -> list[tuple[str, EventKind, str]]:
+    """Split by UTC day and stage each piece, every symbol's rows in it."""
     if table.num_rows == 0:
         return []
     empty = [
@@ -137,25 +137,24 @@ def _write_parts(
         if col.null_count == len(col)
     ]
     # All-null columns: cheaper to reorder without (assemble restores them). One chunk
-    # per column (the reader's come in ~32 per batch): numpy views of ts and symbol
-    # codes need no copy, and a take from one chunk costs a third of one across many.
+    # per column (the reader's come in ~32 per batch): numpy views of ts need no copy,
+    # and a take from one chunk costs a third of one across many.
     table = table.drop_columns(empty).combine_chunks()
+    # Symbols as a dictionary: assemble orders a session by symbol through its codes.
+    index = table.schema.get_field_index("symbol")
+    symbols = table.column(index).chunk(0)
+    if not pa.types.is_dictionary(symbols.type):
+        table = table.set_column(index, "symbol", symbols.dictionary_encode())
     ts = table.column("ts_event").chunk(0).cast(pa.int64()).to_numpy(zero_copy_only=False)
     days = ts // DAY_NS
-    symbols = table.column("symbol").chunk(0).dictionary_encode()
-    sym_idx = symbols.indices.to_numpy(zero_copy_only=False)
-    names = symbols.dictionary.to_pylist()
-    # A part holds one symbol, named in its path: staged without the column, it costs
-    # neither the gather of strings below nor their bytes (assemble restores it).
-    table = table.drop_columns(["symbol"])
-    key = (days - days.min()) * len(names) + sym_idx
-    if np.all(key[1:] == key[:-1]):
-        order = None  # one (symbol, day): no reordering needed
+    first, last = int(days.min()), int(days.max())
+    if first == last:
+        order = None  # one day, the usual case: no reordering
         bounds = np.array([], dtype=np.int64)
     else:
-        # Few distinct keys: a 16-bit key lets numpy's stable sort run as a radix sort.
-        small = key.max() < 1 << 16
-        sort_key = key.astype(np.uint16) if small else key
+        # Few distinct days: a 16-bit key lets numpy's stable sort run as a radix sort.
+        key = days - first
+        sort_key = key.astype(np.uint16) if last - first < 1 << 16 else key
         order = np.argsort(sort_key, kind="stable")
         # One gather (argsort's indices are in bounds: no check), then zero-copy slices.
         table = pc.take(table, pa.array(order), boundscheck=False)
@@ -166,8 +165,7 @@ def _write_parts(
     starts = [0, *bounds.tolist()]
     ends = [*bounds.tolist(), table.num_rows]
     for lo, hi in zip(starts, ends, strict=True):
-        first = lo if order is None else int(order[lo])
-        symbol, session = names[sym_idx[first]], session_of(int(days[first]))
-        rel = task.staging.write_part(kind, symbol, session, tag, table.slice(lo, hi - lo))
-        out.append((symbol, session, kind, rel))
+        session = session_of(int(days[lo if order is None else int(order[lo])]))
+        rel = task.staging.write_part(kind, session, tag, table.slice(lo, hi - lo))
+        out.append((session, kind, rel))
     return out

@@ -307,7 +307,7 @@ def _evaluate(rows: Rows, spec: FeatureSpec) -> tuple[FeatureArrays, npt.NDArray
     offsets = np.flatnonzero(np.diff(series)) + 1
     offsets = np.concatenate([[0], offsets, [rows.height]]).astype(np.int64)
     # The store keeps float32: a value beyond its range becomes +/-inf, which the ingest
-    # report counts (see ``overflowed``), instead of a warning per cast.
+    # report counts per symbol, instead of a warning per cast.
     with np.errstate(over="ignore"):
         for j, name in enumerate(spec.features):
             values[:, j] = out[name].to_numpy()
@@ -316,9 +316,3 @@ def _evaluate(rows: Rows, spec: FeatureSpec) -> tuple[FeatureArrays, npt.NDArray
                 raw = out[f"_label_{j}"].to_numpy().astype(np.float64)
                 labels[:, j] = _label(label, raw, ts, offsets)
     return FeatureArrays(ts, values, labels, spec.features, spec.label_names), series
-
-
-def overflowed(features: FeatureArrays) -> int:
-    """Values of ``features`` (features and labels) that are +/-inf: beyond float32's
-    range (or infinite already in the events)."""
-    return int(np.isinf(features.values).sum() + np.isinf(features.labels).sum())

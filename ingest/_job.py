@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm import tqdm
 
-from ticktensor.errors import ConfigError, TickTensorError
+from ticktensor.errors import ConfigError, TickTensorError, VersionConflictError
 from ticktensor.ingest._assemble import AssembleResult, AssembleTask, StatsPartial, assemble
 from ticktensor.ingest._convert import ConvertTask, FileResult, convert_file
 from ticktensor.ingest._engines import make_engine
@@ -25,7 +25,16 @@ from ticktensor.ingest._staging import Staging, group_parts
 from ticktensor.ingest.readers import detect, get_reader, kind_from_columns
 from ticktensor.ingest.readers._base import ReadOptions
 from ticktensor.schemas import EventKind, FeatureSpec
-from ticktensor.store import FeatureStats, Layout, Location, SourceFile, Store, StoreVersion
+from ticktensor.store import (
+    FeatureStats,
+    Layout,
+    Location,
+    PackRecord,
+    SourceFile,
+    Store,
+    StoreVersion,
+    TableRecord,
+)
 
 __all__ = ["FileReport", "IngestOptions", "IngestResult", "ingest", "validate_inputs"]
 
@@ -48,7 +57,7 @@ class IngestOptions:
     layout
         Codec and chunking of new segments; ``None`` keeps the store's default.
     workers
-        Tasks run at once: files in phase one, (symbol, session) pairs in phase two.
+        Tasks run at once: files in phase one, sessions (of every symbol) in phase two.
     engine
         ``local``: threads of this process (the heavy work releases the GIL);
         ``processes``: spawned worker processes, for readers whose decoding holds the
@@ -60,6 +69,10 @@ class IngestOptions:
         ``[start, end)`` in ns UTC over which the normalization statistics are computed
         (the training period); replaces the feature spec's ``stats_period``, and is kept
         with the spec in the store, so later ingests use it too.
+    replace
+        Let a session's new content supersede what the store holds for it: other data
+        for a session already ingested, or a session an older ticktensor stored as one
+        segment per symbol (a job writes each session as one pack).
     """
 
     format: str = "auto"
@@ -106,12 +119,17 @@ class FileReport:
 
 @dataclass
 class IngestResult:
-    """The whole job: per-file reports, the version published, and timings."""
+    """The whole job: per-file reports, the version published, and timings.
+
+    ``packs`` is the number of sessions with feature rows (one pack each, new or
+    already stored), ``series`` the number of (symbol, session) pairs in them.
+    """
 
     files: list[FileReport]
     version: StoreVersion
     published: bool
-    segments: int
+    packs: int
+    series: int
     seconds: float
     notes: list[str] = field(default_factory=list)
 
@@ -220,6 +238,8 @@ def ingest(
     try:
         with make_engine(kind, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)
+            if not options.replace:
+                _check_unpacked(store, files)
             spec = _spec(store, options, files)
             results = _phase_assemble(engine, files, staging, store, spec, options, progress)
         version, published = _publish(store, base, files, results, spec, staging, options)
@@ -261,9 +281,11 @@ def ingest(
         files=reports,
         version=version,
         published=published,
-        segments=sum(r.segment is not None for r in results),
+        packs=sum(r.pack is not None for r in results),
+        series=sum(r.series for r in results),
         seconds=time.perf_counter() - t0,
-        notes=[r.note for r in results if r.note] + _stats_notes(version, spec),
+        notes=[n for r in sorted(results, key=lambda r: r.session) for n in r.notes]
+        + _stats_notes(version, spec),
     )
 
 
@@ -280,7 +302,7 @@ def validate_inputs(
     it, its rows staged below the store ``out``'s ``staging/`` area, which is removed
     before returning (on a local disk an empty ``staging/`` folder stays); no version is
     written, and ``out`` need not be a store yet. ``rows_stored`` counts the rows that pass
-    validation: duplicates are found later, when a job assembles each (symbol, session)
+    validation: duplicates are found later, when a job assembles each session
     across files, so a full ingest may quarantine some of them.
     """
     options = options or IngestOptions()
@@ -363,12 +385,66 @@ def _base_spec(store: Store, options: IngestOptions, files: list[FileResult]) ->
         spec: FeatureSpec = FeatureSpec.from_dict(existing)
         return spec
     # Every kind staged counts: a mixed file's report names none of its kinds.
-    kinds = {kind for f in files for _, _, kind, _ in f.parts}
+    kinds = {kind for f in files for _, kind, _ in f.parts}
     kinds |= {EventKind(f.schema) for f in files if f.schema not in (None, "mixed")}
     try:
         return default_spec(kinds) if kinds else None
     except ConfigError:
         return None  # e.g. MBO only: events are stored, features need a spec (--features)
+
+
+def _check_unpacked(store: Store, files: list[FileResult]) -> None:
+    """Refuse, before any work, sessions an older ticktensor stored as per-symbol segments.
+
+    A job writes a session as one pack; committing it for a session that has segments
+    would conflict at the end of the job, after all the work.
+    """
+    sessions = {session for f in files for session, _, _ in f.parts}
+    current = store.version()
+    old = sorted({s.session for s in current.segments} & sessions)
+    if not old:
+        return
+    example = next(s for s in current.segments if s.session == old[0])
+    more = f" and {len(old) - 1} more" if len(old) > 1 else ""
+    raise VersionConflictError(
+        f"session {old[0]}{more} is stored as one segment per symbol (e.g. "
+        f"{example.symbol}/{example.session} in version {current.version}), as an older "
+        "ticktensor wrote it; an ingest writes a session of every symbol as one pack, which "
+        "takes the place of those segments: pass replace=True to supersede it"
+    )
+
+
+def _check_conflicts(store: Store, packs: list[PackRecord], tables: list[TableRecord]) -> None:
+    """Refuse sessions the store holds with other content, naming what of them differs.
+
+    The commit would refuse them too, naming one record; this names the session and
+    what changed (the events of a kind, the features), or the input file whose
+    quarantine did.
+    """
+    current = store.version()
+    published = {t.key: t.path for t in current.tables}
+    changed = [t for t in tables if published.get(t.key, t.path) != t.path]
+    held = {p.session: p.path for p in current.packs}
+    differ: dict[str, list[str]] = {}
+    for t in changed:
+        if t.kind != "quarantine":
+            differ.setdefault(t.session, []).append(f"{t.kind} events")
+    for p in packs:
+        if held.get(p.session, p.path) != p.path:
+            differ.setdefault(p.session, []).append("features")
+    if differ:
+        first, *rest = sorted(differ)
+        more = f" (and {len(rest)} more)" if rest else ""
+        what = f"session {first}{more} already exists in version {current.version} with other "
+        what += f"content (its {' and '.join(differ[first])} differ)"
+    elif changed:
+        what = (
+            f"the quarantine of {changed[0].symbol} already exists in version "
+            f"{current.version} with other content"
+        )
+    else:
+        return
+    raise VersionConflictError(f"{what}; pass replace=True to supersede it")
 
 
 def _phase_assemble(
@@ -384,27 +460,30 @@ def _phase_assemble(
     groups = group_parts([p for f in files for p in f.parts])
     tasks = [
         AssembleTask(
-            symbol,
             session,
             parts,
             staging,
             store.url,
             spec,
             options.layout,
-            {u: provenance[u] for u in provenance},
+            provenance,
             options.strict,
         )
-        for (symbol, session), parts in groups.items()
+        for session, parts in groups.items()
     ]
     out = []
     with tqdm(
         total=len(tasks),
-        unit="segment",
-        desc="ingest: features + write",
+        unit="session",
+        desc="ingest: sessions",
         disable=not progress or None,
     ) as bar:
+        events = series = 0
         for res in engine.map_unordered(assemble, tasks):
             out.append(res)
+            events += res.events
+            series += res.series
+            bar.set_postfix_str(f"{events:,} rows, {series:,} symbol-sessions")
             bar.update(1)
     return out
 
@@ -443,10 +522,12 @@ def _publish(
                 sources=[SourceFile(f.file, f.sha256, f.bytes)],
             )
         )
-    segments = [r.segment for r in results if r.segment is not None]
-    stats = _stats(store, segments, results, spec)
+    packs = [r.pack for r in results if r.pack is not None]
+    if not options.replace:
+        _check_conflicts(store, packs, tables)
+    stats = _stats(store, packs, results, spec)
     version = store.commit(
-        segments=segments,
+        packs=packs,
         tables=tables,
         stats=stats,
         attributes={} if spec is None else {"feature_spec": spec.to_dict()},
@@ -480,29 +561,36 @@ def _iso(ns: int) -> str:
 
 
 def _stats(
-    store: Store, segments: list[Any], results: list[AssembleResult], spec: FeatureSpec | None
+    store: Store, packs: list[PackRecord], results: list[AssembleResult], spec: FeatureSpec | None
 ) -> FeatureStats | None:
-    """Per-feature mean/std over the declared training period, old and new segments."""
-    if spec is None or spec.stats_period is None or not segments:
+    """Per-feature mean/std over the declared training period, old and new sessions."""
+    if spec is None or spec.stats_period is None or not packs:
         return None
     start, end = spec.stats_period
     total = StatsPartial()
     for r in results:
         total.merge(r.stats)
-    new_keys = {s.key for s in segments}
+    new = {p.session for p in packs}  # the job's packs take the place of what these held
     current = store.version()
     for seg in current.select(start=start, end=end):
-        if seg.key in new_keys:
+        if seg.session in new:
             continue
         data = current.read_segment(seg)
         inside = (data.ts >= start) & (data.ts < end)
         if inside.any():
             total.add(data.values[inside])
+    for pack in current.packs:
+        if pack.session in new or pack.ts_end < start or pack.ts_start >= end:
+            continue
+        rows = current.read_pack(pack)
+        inside = (rows.ts >= start) & (rows.ts < end)
+        if inside.any():
+            total.add(rows.values[inside])
     if total.count == 0:
         return current.stats
     mean, std = total.mean_std()
     return FeatureStats(
-        names=segments[0].feature_names,
+        names=packs[0].feature_names,
         mean=tuple(mean.tolist()),
         std=tuple(std.tolist()),
         count=total.count,

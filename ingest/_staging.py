@@ -1,9 +1,10 @@
 """Staging: per-file parts of an ingest job, kept in the store until the job publishes.
 
-Phase one of a job converts each input file into parts, one per (symbol, session,
-kind); phase two assembles each (symbol, session) from its parts. Parts live under
-``STORE/staging/<job id>/`` and are never referenced by a version: a crashed job leaves
-only staging debris, which is safe to delete when no job runs.
+Phase one of a job converts each input file into parts, one per (session, kind) and
+batch of the file, holding every symbol's rows; phase two assembles each session from
+its parts. Parts live under ``STORE/staging/<job id>/`` and are never referenced by a
+version: a crashed job leaves only staging debris, which is safe to delete when no job
+runs.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ __all__ = ["Staging", "repeated"]
 
 def repeated(value: str, rows: int) -> pa.DictionaryArray:
     """``value`` on each of ``rows`` rows, as a dictionary of that one string: staged parts
-    name their source file this way, and a part's symbol (which its path names) is
-    restored this way, without a per-row copy of the text."""
+    name their source file this way, without a per-row copy of the text."""
     codes = pa.array(np.zeros(rows, dtype=np.int32))
     return pa.DictionaryArray.from_arrays(codes, pa.array([value], pa.string()))
 
@@ -43,18 +43,13 @@ class Staging:
     def __reduce__(self) -> tuple[type[Staging], tuple[Location, str]]:
         return (Staging, (self.location, self.job_id))
 
-    def write_part(
-        self, kind: EventKind, symbol: str, session: str, tag: str, table: pa.Table
-    ) -> str:
+    def write_part(self, kind: EventKind, session: str, tag: str, table: pa.Table) -> str:
         """Store one part; ``table`` carries the ``_source`` and ``_row`` columns.
 
-        The part's rows are all of ``symbol``, which its path names: phase one leaves
-        the ``symbol`` column out and assemble restores it.
+        ``tag`` orders the parts of a session as their rows come in the inputs: by
+        input file (in URL order), then batch.
         """
-        rel = (
-            f"{self.root}/parts/{safe_component(symbol)}/{safe_component(session)}/"
-            f"{kind.value}/{tag}.arrow"
-        )
+        rel = f"{self.root}/parts/{safe_component(session)}/{kind.value}/{tag}.arrow"
         # Uncompressed Arrow IPC streamed to the file: parts live for one job, so encoding
         # speed beats size. All-null columns are left out (assemble restores the schema).
         empty = [
@@ -89,10 +84,11 @@ class Staging:
 
 
 def group_parts(
-    parts: list[tuple[str, str, EventKind, str]],
-) -> dict[tuple[str, str], dict[EventKind, list[str]]]:
-    """``(symbol, session, kind, rel)`` tuples grouped by (symbol, session), then kind."""
-    out: dict[tuple[str, str], dict[EventKind, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for symbol, session, kind, rel in parts:
-        out[(symbol, session)][kind].append(rel)
-    return {k: dict(v) for k, v in sorted(out.items())}
+    parts: list[tuple[str, EventKind, str]],
+) -> dict[str, dict[EventKind, list[str]]]:
+    """``(session, kind, rel)`` tuples grouped by session, then kind; each kind's parts in
+    the order of their tags (input file, then batch)."""
+    out: dict[str, dict[EventKind, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for session, kind, rel in parts:
+        out[session][kind].append(rel)
+    return {s: {k: sorted(rels) for k, rels in v.items()} for s, v in sorted(out.items())}

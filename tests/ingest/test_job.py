@@ -58,11 +58,16 @@ def test_csv_trades_to_store_counts_add_up(tmp_path: Path) -> None:
         assert f.rows_read == f.rows_stored + f.rows_quarantined
         assert f.rows_read == Path(f.file).read_text().count("\n") - 1
     v = result.version
-    assert {s.symbol for s in v.segments} == {"AAA", "BBB"}
-    assert len(v.tables_of("trades")) == 2
+    assert v.segments == ()
+    (pack,) = v.packs  # one session: one pack of both symbols
+    assert v.pack_index(pack).symbols == ("AAA", "BBB")
+    assert (result.packs, result.series) == (1, 2)
+    (trades,) = v.tables_of("trades")  # one table of both symbols
+    assert (trades.symbol, trades.session) == ("*", str(MARKET.days[0]))
     assert v.tables_of("quarantine") == ()
-    stored = sum(t.rows for t in v.tables_of("trades"))
-    assert stored == result.rows_stored
+    assert trades.rows == result.rows_stored
+    table = v.read_table(trades)
+    assert set(table.column("symbol").to_pylist()) == {"AAA", "BBB"}
     Store.open(str(tmp_path / "store")).verify()
 
 
@@ -73,12 +78,16 @@ def test_rerun_is_idempotent_and_new_day_appends(tmp_path: Path) -> None:
     again = ingest(day0, store, opts(), progress=False)
     assert not again.published
     assert again.version.version == first.version.version
-    old_paths = {s.path for s in first.version.segments}
+    old_paths = {p.path for p in first.version.packs} | {t.path for t in first.version.tables}
     day1 = [str(f) for f in market_files(tmp_path, MARKET.days[1])]
     appended = ingest(day1, store, opts(), progress=False)
     assert appended.version.version == first.version.version + 1
-    assert old_paths < {s.path for s in appended.version.segments}
-    assert len({s.session for s in appended.version.segments}) == 2
+    new = appended.version
+    assert old_paths < {p.path for p in new.packs} | {t.path for t in new.tables}
+    assert [p.session for p in new.packs] == [str(d) for d in MARKET.days[:2]]
+    assert [(t.symbol, t.session) for t in new.tables_of("trades")] == [
+        ("*", str(d)) for d in MARKET.days[:2]
+    ]
 
 
 def _bad_csv(tmp_path: Path, name: str, body: str) -> str:
@@ -350,9 +359,10 @@ def test_ray_engine_on_a_local_cluster(tmp_path: Path) -> None:
     assert [(f.rows_read, f.rows_stored) for f in ray.files] == [
         (f.rows_read, f.rows_stored) for f in local.files
     ]
-    assert [s.content_hash for s in ray.version.segments] == [
-        s.content_hash for s in local.version.segments
+    assert [p.content_hash for p in ray.version.packs] == [
+        p.content_hash for p in local.version.packs
     ]
+    assert len(local.version.packs) == 1
 
 
 @pytest.mark.parametrize("engine", ["local", "processes"])
@@ -363,9 +373,10 @@ def test_pools_match_inline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, eng
     files = [str(f) for f in market_files(tmp_path, MARKET.days[0])]
     inline = ingest(files, str(tmp_path / "a"), opts(), progress=False)
     pooled = ingest(files, str(tmp_path / "b"), opts(workers=2, engine=engine), progress=False)
-    assert [s.content_hash for s in pooled.version.segments] == [
-        s.content_hash for s in inline.version.segments
+    assert [p.content_hash for p in pooled.version.packs] == [
+        p.content_hash for p in inline.version.packs
     ]
+    assert len(inline.version.packs) == 1
     assert [t.path for t in pooled.version.tables] == [t.path for t in inline.version.tables]
 
 
@@ -476,7 +487,7 @@ def test_real_vendor_files_end_to_end(
     )  # type: ignore[arg-type]
     assert all(f.rows_read == f.rows_stored + f.rows_quarantined for f in result.files)
     assert {t.kind for t in result.version.tables} - {"quarantine"} == kinds
-    assert result.version.segments, result.notes
+    assert result.version.packs, result.notes
     Store.open(str(tmp_path / "store")).verify()
 
 
@@ -495,7 +506,7 @@ def test_a_feature_beyond_float32_is_stored_as_inf_and_reported(tmp_path: Path) 
         "AAA/2024-01-02: 1 feature or label value(s) beyond float32's range stored as +/-inf"
     ]
     version = Store.open(str(tmp_path / "s")).version()
-    values = version.read_segment(version.segments[0]).values
+    values = version.read_pack(version.packs[0]).values
     column = list(version.feature_names).index("volume")
     assert np.isposinf(values[:, column]).sum() == 1
     assert np.isfinite(np.delete(values[:, column], np.isinf(values[:, column]))).all()

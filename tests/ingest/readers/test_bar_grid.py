@@ -106,9 +106,9 @@ def test_job_stores_bars_without_volume_with_nan_volume_features(tmp_path: Path)
     assert report.rules == {"bar_grid": 1}
 
     version = Store.open(str(tmp_path / "store")).version()
-    assert len(version.segments) == 2  # the bars cross midnight UTC
-    for segment in version.segments:
-        values = version.read_segment(segment).values
-        names = list(segment.feature_names)
+    assert len(version.packs) == 2  # the bars cross midnight UTC
+    for pack in version.packs:
+        values = version.read_pack(pack).values
+        names = list(pack.feature_names)
         assert np.isnan(values[:, names.index("volume")]).all()
         assert np.isfinite(values[:, names.index("log_return")]).all()

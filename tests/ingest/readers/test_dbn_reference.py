@@ -311,8 +311,9 @@ def test_ingest_stores_reference_tables_of_the_version(
         ("live.dbn", "statistics", 5, "duplicate"),
         ("live.dbn", "statistics", 9, "duplicate"),
     ]
-    # Reference kinds are tables only: the one feature segment comes from the trades.
-    assert [s.symbol for s in version.segments] == ["ESU4"]
+    # Reference kinds are tables only: the feature rows come from the trades.
+    assert version.segments == ()
+    assert [version.pack_index(p).symbols for p in version.packs] == [("ESU4",)]
 
 
 @pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"no DBN samples under {SAMPLES}")
@@ -359,3 +360,4 @@ def test_cli_schema_flag_keeps_one_reference_kind_of_a_mixed_file(tmp_path: Path
         OPTION_ROW,
     ]
     assert version.segments == ()
+    assert version.packs == ()

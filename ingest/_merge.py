@@ -1,0 +1,189 @@
+"""Merging one kind of one session: staged parts of every file -> one table sorted by
+(symbol, time), cross-file duplicates taken out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+import pyarrow as pa
+
+from ticktensor.ingest import _quarantine
+from ticktensor.ingest._staging import Staging
+from ticktensor.schemas import EventKind, conform
+
+__all__ = ["EXTRA", "Merged", "merge_parts"]
+
+#: Columns staged beside the canonical ones: the input file and the row in it.
+EXTRA = ("_source", "_row")
+
+
+@dataclass(frozen=True)
+class Merged:
+    """One kind of one session, every symbol, ready to store."""
+
+    table: pa.Table
+    """Canonical columns, sorted by (symbol, ts_event, input file, row), duplicates out."""
+    stored: dict[str, int]
+    """Rows of ``table`` per input file."""
+    duplicates: pa.Table | None
+    """Quarantine entries (rule ``duplicate``) of the rows taken out, if any."""
+
+
+def merge_parts(staging: Staging, rels: list[str], kind: EventKind, strict: bool) -> Merged:
+    """Merge the staged parts ``rels`` of one (session, kind) of every input file.
+
+    Rows are ordered by (symbol, ``ts_event``), ties by input file and row, so the
+    stored table does not depend on how the job's tasks ran. Rows identical in every
+    canonical column to an earlier row are duplicates (see :func:`_duplicates`);
+    ``strict`` raises on the first one instead.
+    """
+    staged = staging.read(rels)
+    codes, names = _symbol_codes(staged.column("symbol"))
+    sources, source_codes = _source_codes(staged.column("_source"))
+    ts = np.asarray(staged.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
+    rows = np.asarray(staged.column("_row").to_numpy(), dtype=np.int64)
+    order = _order(codes, ts, source_codes, rows)
+    rest = staged.drop_columns(["symbol", *EXTRA])
+    if order is not None:
+        rest = rest.take(pa.array(order))
+        codes, source_codes, rows = codes[order], source_codes[order], rows[order]
+    rest = rest.append_column("symbol", names.take(pa.array(codes)))
+    table = conform(rest, kind)
+    table = table.append_column(
+        "_source", pa.DictionaryArray.from_arrays(pa.array(source_codes), sources)
+    )
+    table = table.append_column("_row", pa.array(rows))
+    dup = _duplicates(table, kind)
+    duplicates = None
+    if dup.any():
+        duplicates = _duplicate_entries(kind, table.filter(pa.array(dup)))
+        if strict:
+            _quarantine.raise_first(duplicates)
+        table = table.filter(pa.array(~dup))
+        source_codes = source_codes[~dup]
+    counts = np.bincount(source_codes, minlength=len(sources))
+    stored = {s: int(n) for s, n in zip(sources.to_pylist(), counts.tolist(), strict=True) if n}
+    return Merged(table.drop_columns(list(EXTRA)), stored, duplicates)
+
+
+def _symbol_codes(column: pa.ChunkedArray) -> tuple[npt.NDArray[np.uint32], pa.Array]:
+    """Each row's symbol as its rank among the sorted symbol names, and those names.
+
+    Staged parts hold the symbol as a dictionary, each with its own: the ranks come
+    from the dictionaries (a few thousand names), not from comparing text per row.
+    """
+    chunks = [c if pa.types.is_dictionary(c.type) else c.dictionary_encode() for c in column.chunks]
+    names = sorted({n for c in chunks for n in c.dictionary.to_pylist()})
+    rank = {n: i for i, n in enumerate(names)}
+    parts = [
+        np.array([rank[n] for n in c.dictionary.to_pylist()], dtype=np.uint32)[
+            np.asarray(c.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
+        ]
+        for c in chunks
+    ]
+    codes = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)
+    return codes, pa.array(names, pa.string())
+
+
+def _source_codes(column: pa.ChunkedArray) -> tuple[pa.Array, npt.NDArray[np.int32]]:
+    """The input files of the rows, sorted, and each row's index among them.
+
+    Every staged part's ``_source`` is a dictionary of the one file it came from, so
+    this costs nothing per row but the codes themselves.
+    """
+    chunks = [c for c in column.chunks if len(c)]
+    firsts = [cast(str, c.dictionary[c.indices[0].as_py()].as_py()) for c in chunks]
+    names = sorted(set(firsts))
+    rank = {n: i for i, n in enumerate(names)}
+    codes = np.repeat(np.array([rank[f] for f in firsts], dtype=np.int32), [len(c) for c in chunks])
+    return pa.array(names, pa.string()), codes
+
+
+def _order(
+    symbols: npt.NDArray[np.uint32],
+    ts: npt.NDArray[np.int64],
+    sources: npt.NDArray[np.int32],
+    rows: npt.NDArray[np.int64],
+) -> npt.NDArray[np.intp] | None:
+    """The permutation that sorts the rows by (symbol, ts, source, row); None if sorted.
+
+    The parts come in input order (file, then row) and vendors ship files in time
+    order, so a stable sort by symbol alone (a radix sort for up to 65,536 symbols)
+    usually sorts them; a full sort by every key is the fallback.
+    """
+    n = symbols.size
+    step_source, step_row = np.diff(sources), np.diff(rows)
+    if n > 1 and np.all((step_source > 0) | ((step_source == 0) & (step_row > 0))):
+        if np.all(symbols[1:] >= symbols[:-1]):
+            order = None
+            by_symbol, by_time = symbols, ts
+        else:
+            key = symbols.astype(np.uint16) if symbols.max() < 1 << 16 else symbols
+            order = np.argsort(key, kind="stable")
+            by_symbol, by_time = symbols[order], ts[order]
+        if np.all((by_time[1:] >= by_time[:-1]) | (by_symbol[1:] != by_symbol[:-1])):
+            return order
+    elif n <= 1:
+        return None
+    return np.lexsort((rows, sources, ts, symbols))
+
+
+def _duplicates(table: pa.Table, kind: EventKind) -> npt.NDArray[np.bool_]:
+    """Rows identical (in every canonical column) to an earlier row.
+
+    MBO is the exception within one file: several fills of one resting order in one
+    exchange packet share every field (order id, price, size, sequence, times), so
+    there identical rows are real events and only a copy from another file (overlapping
+    downloads) is a duplicate.
+    """
+    # Rows are sorted by (symbol, time) and duplicates share ts_event: only rows in runs
+    # of equal timestamps can be duplicates, usually a small fraction, so hash only those.
+    ts = table.column("ts_event").cast(pa.int64()).to_numpy()
+    same = ts[1:] == ts[:-1]
+    candidate = np.zeros(len(ts), dtype=bool)
+    candidate[1:] |= same
+    candidate[:-1] |= same
+    flags_all = np.zeros(len(ts), dtype=bool)
+    if not candidate.any():
+        return flags_all
+    idx = np.flatnonzero(candidate)
+    df = cast(pl.DataFrame, pl.from_arrow(table.take(pa.array(idx))))
+    canonical = [c for c in df.columns if c not in EXTRA]
+    if kind is EventKind.MBO:
+        first_source = pl.col("_source").first().over(canonical)
+        flags = df.select((pl.col("_source") != first_source).alias("dup"))["dup"]
+    else:
+        first = df.select(pl.struct(canonical).is_first_distinct().alias("first"))["first"]
+        flags = ~first
+    flags_all[idx] = flags.to_numpy()
+    return flags_all
+
+
+def _duplicate_entries(kind: EventKind, bad: pa.Table) -> pa.Table:
+    n = bad.num_rows
+    rendered = _quarantine.rows_as_json(bad.drop_columns(list(EXTRA)), np.arange(n, dtype=np.int64))
+    sources = bad.column("_source").to_pylist()
+    rows = bad.column("_row").to_pylist()
+    return pa.table(
+        {
+            "source": pa.array(sources, pa.string()),
+            "row": pa.array(rows, pa.int64()),
+            "kind": pa.array([kind.value] * n, pa.string()),
+            "rule": pa.array(["duplicate"] * n, pa.string()),
+            "column": pa.array(["*"] * n, pa.string()),
+            "value": pa.array([None] * n, pa.string()),
+            "message": pa.array(
+                [
+                    f"{s} row {r}: duplicate of an earlier row"
+                    for s, r in zip(sources, rows, strict=True)
+                ],
+                pa.string(),
+            ),
+            "raw": pa.array(rendered, pa.string()),
+        },
+        schema=_quarantine.QUARANTINE_SCHEMA,
+    )
