@@ -43,6 +43,8 @@ def test_cli_prints_and_writes_every_row(
     doc = json.loads(out.read_text())
     assert doc["format"] == "ticktensor-bench-wide/1"
     assert doc["meta"]["command"].startswith("ticktensor bench wide --symbols 20")
+    assert doc["meta"]["seconds"] > 0
+    assert len(doc["meta"]["load_average_after"]) == 3
     assert doc["options"]["symbols"] == 20
     assert doc["options"]["segment_sessions"] == 2
     rows = {r["name"]: r for r in doc["rows"]}
@@ -140,12 +142,14 @@ def test_a_short_run_compares_its_last_session_with_its_first() -> None:
     assert goals["append_session: session 2 / session 1 <= 1.2x"] == pytest.approx((1.3, "FAIL"))
 
 
-def test_a_missing_reader_skips_its_rows_with_the_reason() -> None:
+def test_a_failed_part_skips_its_rows_with_the_reason() -> None:
     doc = _doc([1.0, 1.0])
     doc["reads"]["errors"] = {"open_dataset": "no packs", "loader_wide": "no packs either"}
     del doc["reads"]["open"], doc["reads"]["loaders"]["loader_wide"]
+    doc["ingest"] = {"error": "ticktensor_csv failed: no packs"}
     by_name = {r["name"]: r for r in build_rows(doc)}
-    for name in ("open_dataset", "loader_wide"):
+    assert by_name["pyarrow_csv_parquet"]["value"] is None
+    for name in ("open_dataset", "loader_wide", "ingest_wide"):
         assert by_name[name]["value"] is None
         assert "no packs" in by_name[name]["note"]
         assert [g["verdict"] for g in by_name[name]["goals"]] == ["skipped"]

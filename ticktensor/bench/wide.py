@@ -118,14 +118,18 @@ def run_wide(
             root / "store", options.sessions, make, root, lambda row: say(format_session(row))
         )
         reference = append_segments(root / "store-segments", options.segment_sessions, make)
-        ingest = ingest_runs(
-            root / "ingest",
-            options.ingest_rows,
-            options.symbols,
-            options.repeats,
-            os.cpu_count() or 1,
-            say,
-        )
+        ingest: dict[str, Any]
+        try:
+            ingest = ingest_runs(
+                root / "ingest",
+                options.ingest_rows,
+                options.symbols,
+                options.repeats,
+                os.cpu_count() or 1,
+                say,
+            )
+        except TickTensorError as exc:
+            ingest = {"error": str(exc)}
         say("# open_dataset, loader_wide, loader_narrow")
         reads = _read_parts(root, options, make)
     doc = {

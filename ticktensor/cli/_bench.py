@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +131,10 @@ def run_wide(args: argparse.Namespace) -> int:
 
     meta = describe_run(_command(args))
     print(f"# command: {meta['command']}")
+    started = time.perf_counter()
     doc = run_wide(wide_options(args), workdir=args.workdir)
+    meta["seconds"] = round(time.perf_counter() - started, 1)
+    meta["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     print()
     print(format_rows(doc["rows"]))
     if args.json is not None:
@@ -138,6 +143,7 @@ def run_wide(args: argparse.Namespace) -> int:
             json.dumps({"format": WIDE_FORMAT, "meta": meta, **doc}, indent=1) + "\n"
         )
         print(f"# results written to {args.json}")
+    print(f"# finished in {meta['seconds']:.0f} s")
     return 0
 
 
