@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 EXE = Path(sys.executable).parent / "ticktensor"
@@ -42,7 +43,11 @@ def test_info_json(demo_store: Path) -> None:
     assert info["symbols"] == ["SYNA", "SYNB"]
     assert info["codecs"] == ["zstd"]
     assert len(info["sessions"]) == 2
-    assert info["segments"] == 4
+    assert info["segments"] == 0  # the ingest writes a pack per session
+    assert [(p["session"], p["symbols"]) for p in info["packs"]] == [
+        ("2024-01-02", 2),
+        ("2024-01-03", 2),
+    ]
     assert info["rows"] > 0
     assert info["tables"]["quotes"]["rows"] == info["rows"]
     assert info["stats_period"] is not None
@@ -69,15 +74,19 @@ def test_verify_passes_then_names_a_flipped_chunk(demo_store: Path, tmp_path: Pa
     damaged = tmp_path / "damaged"
     shutil.copytree(demo_store, damaged)
     manifest = json.loads((damaged / "versions" / "00000002.json").read_text())
-    seg = manifest["segments"][1]
-    chunk = "values/c/1/0"
-    path = damaged / seg["path"] / chunk
+    (pack,) = manifest["packs"]  # the version's new session
+    attrs = json.loads((damaged / pack["path"] / "zarr.json").read_text())
+    per_shard = attrs["attributes"]["ticktensor"]["shard_rows"] // 1024
+    path = damaged / pack["path"] / "values/c/0/0"  # the one shard of the values
     data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
+    flipped = len(data) // 2
+    data[flipped] ^= 0xFF
     path.write_bytes(bytes(data))
+    index = np.frombuffer(bytes(data[-16 * per_shard :]), "<u8").reshape(per_shard, 2)
+    (chunk,) = [k for k, (at, n) in enumerate(index.tolist()) if at <= flipped < at + n]
     bad = tt("verify", str(damaged), "--quiet")
     assert bad.returncode == 1
-    assert f"segment {seg['symbol']}/{seg['session']} chunk {chunk}" in bad.stderr
+    assert f"pack {pack['session']} values chunk {chunk} (bytes " in bad.stderr
     assert os.fspath(path) in bad.stderr
 
 

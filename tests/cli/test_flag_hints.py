@@ -37,7 +37,10 @@ def test_a_conflict_tells_the_cli_user_to_pass_replace(
     capsys.readouterr()
     assert cli_ingest(other, "--out", out) == 1
     err = capsys.readouterr().err
-    assert err.startswith("ticktensor ingest: error: AAA/2024-01-02 already exists in version 1")
+    assert err.startswith(
+        "ticktensor ingest: error: session 2024-01-02 already exists in version 1 with other "
+        "content (its trades events and features differ)"
+    )
     assert err.rstrip().endswith("; pass --replace to supersede it")
     assert "replace=True" not in err
     assert err.count("\n") == 1

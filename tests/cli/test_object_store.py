@@ -69,7 +69,7 @@ def test_ingest_info_verify_and_load_on_s3(
     url = s3_bucket.url("store")
     args = [*ingest_args(trades_csv, url), "--codec", "zstd", "--chunk-rows", "64"]
     assert main(args) == 0, capsys.readouterr().err
-    assert "store version 1 published: 4 segments" in capsys.readouterr().out
+    assert "store version 1 published: 2 packs (4 symbol-sessions)" in capsys.readouterr().out
     assert main(["info", url]) == 0
     info = capsys.readouterr().out
     assert f"store     {url}" in info

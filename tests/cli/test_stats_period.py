@@ -38,10 +38,9 @@ def ingest(*args: str) -> int:
 
 def numpy_stats(version: StoreVersion, start: int, end: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Mean and population std of every feature over the rows with start <= ts < end."""
-    rows = []
-    for seg in version.segments:
-        data = version.read_segment(seg)
-        rows.append(data.values[(data.ts >= start) & (data.ts < end)].astype(np.float64))
+    series = [version.read_segment(s) for s in version.segments]
+    series += [version.read_pack(p) for p in version.packs]
+    rows = [d.values[(d.ts >= start) & (d.ts < end)].astype(np.float64) for d in series]
     values = np.concatenate(rows)
     return np.nanmean(values, axis=0), np.nanstd(values, axis=0), values.shape[0]
 

@@ -200,9 +200,12 @@ def format_result(result: IngestResult) -> str:
     )
     v = result.version
     state = "published" if result.published else "unchanged (identical content already stored)"
+    held = f"{len(v.packs)} packs ({sum(p.symbols for p in v.packs):,} symbol-sessions)"
+    if v.segments:  # sessions an older ticktensor stored as one segment per symbol
+        held += f" and {len(v.segments)} segments"
     lines.append(
-        f"store version {v.version} {state}: {len(v.segments)} segments, {v.rows:,} feature "
-        f"rows, {human_bytes(v.nbytes)}; {result.rows_read / max(result.seconds, 1e-9):,.0f} rows/s"
+        f"store version {v.version} {state}: {held}, {v.rows:,} feature rows, "
+        f"{human_bytes(v.nbytes)}; {result.rows_read / max(result.seconds, 1e-9):,.0f} rows/s"
     )
     lines.extend(f"note: {n}" for n in result.notes)
     return "\n".join(lines)
