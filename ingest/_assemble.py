@@ -122,14 +122,14 @@ def assemble(task: AssembleTask) -> AssembleResult:
     market = {k: t for k, t in events.items() if k not in REFERENCE_KINDS}
     if task.spec is None or not market:
         return out
-    clock_kind = CLOCK_INPUTS[task.spec.clock][0]
+    clock, clock_kind = task.spec.clock, CLOCK_INPUTS[task.spec.clock][0]
+    notes: list[tuple[str, str]] = []  # (symbol, note): listed by symbol, as the report is
     on_clock = _symbols(market.get(clock_kind))
-    for symbol in sorted(set().union(*map(_symbols, market.values())) - on_clock):
-        out.notes.append(
-            f"{symbol}/{task.session}: events stored, no features (the "
-            f"{task.spec.clock} clock needs {clock_kind.value} events)"
-        )
+    for symbol in set().union(*map(_symbols, market.values())) - on_clock:
+        needs = f"the {clock} clock needs {clock_kind.value} events"
+        notes.append((symbol, f"{symbol}/{task.session}: events stored, no features ({needs})"))
     if not on_clock:
+        out.notes = [n for _, n in sorted(notes)]
         return out
     computed = compute_session_features(market, task.spec)
     features = computed.features
@@ -137,12 +137,11 @@ def assemble(task: AssembleTask) -> AssembleResult:
     infinite = _per_symbol(_infinite(features), computed.offsets)
     for symbol, n, inf in zip(computed.symbols, rows.tolist(), infinite.tolist(), strict=True):
         if n == 0 and symbol in on_clock:
-            out.notes.append(f"{symbol}/{task.session}: no rows on the {task.spec.clock} clock")
+            notes.append((symbol, f"{symbol}/{task.session}: no rows on the {clock} clock"))
         if inf:
-            out.notes.append(
-                f"{symbol}/{task.session}: {inf} feature or label value(s) beyond "
-                "float32's range stored as +/-inf"
-            )
+            beyond = f"{inf} feature or label value(s) beyond float32's range stored as +/-inf"
+            notes.append((symbol, f"{symbol}/{task.session}: {beyond}"))
+    out.notes = [n for _, n in sorted(notes)]
     if features.ts.size == 0:
         return out
     kept = rows > 0  # a symbol with no rows on the clock is not in the pack
