@@ -8,7 +8,7 @@ import fcntl
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -209,23 +209,27 @@ class Location:
                 raise
             raise error from exc
 
-    def write_atomic(self, rel: str, data: bytes, *, durable: bool = True) -> None:
-        """Write ``data`` to ``rel`` so that readers see the old or the new bytes, never a mix.
+    def write_atomic(
+        self, rel: str, data: bytes | Sequence[bytes], *, durable: bool = True
+    ) -> None:
+        """Write ``data`` (bytes, or parts written back to back) to ``rel`` so that readers
+        see the old or the new bytes, never a mix.
 
         Local files are written to a temporary sibling, flushed to disk (unless
         ``durable=False``, for scratch files) and renamed over the target (POSIX rename
         is atomic). Object stores publish a single PUT atomically (``pipe_file``).
         """
+        parts = [data] if isinstance(data, bytes | bytearray | memoryview) else list(data)
         if not self.is_local:
             with self.talking():
-                self.fs.pipe_file(self.path(rel), data)
+                self.fs.pipe_file(self.path(rel), b"".join(parts))
             return
         target = self.path(rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
         try:
             with self._naming(rel), open(tmp, "wb") as f:
-                f.write(data)
+                f.writelines(parts)  # no joined copy of a shard's chunks
                 f.flush()
                 if durable:
                     os.fsync(f.fileno())

@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -217,52 +217,53 @@ def write_pack(
     ]
     if label_names and labels is not None:
         arrays.append(("labels", labels, ["time", "label"], {"label_names": list(label_names)}))
-    files: dict[str, FileEntry] = {}
-
-    def put(key: str, parts: Sequence[bytes]) -> None:
-        digest = hashlib.sha256()
-        for part in parts:
-            digest.update(part)
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
-        location.write_atomic(f"{rel}/{key}", data, durable=False)  # flushed at the commit
-        files[key] = FileEntry(digest.hexdigest(), len(data))
-
-    chunk_hashes = []
+    written: list[tuple[str, Future[str], int]] = []
+    chunk_hashes: list[list[bytes]] = []
+    # Writing and hashing both release the GIL: each object is hashed on the pool while
+    # this thread writes it (the write, not the hash, sets the pace).
     with ThreadPoolExecutor(thread_name_prefix="ticktensor-pack") as pool:
+
+        def put(key: str, parts: Sequence[bytes]) -> None:
+            digest = pool.submit(_sha256_hex_of, parts)
+            location.write_atomic(f"{rel}/{key}", parts, durable=False)  # flushed at commit
+            written.append((key, digest, sum(len(p) for p in parts)))
+
         for name, data, dims, attributes in arrays:
             encoded = encode_chunks(data, chunk_rows, layout, pool)
-            chunk_hashes.append(list(pool.map(lambda b: hashlib.sha256(b).digest(), encoded)))
+            per_chunk = [pool.submit(lambda b: hashlib.sha256(b).digest(), b) for b in encoded]
             doc = sharding_document(
                 data, chunk_rows, shard_rows, layout, dimension_names=dims, attributes=attributes
             )
             put(f"{name}/zarr.json", [doc])
             for key, parts in shard_objects(encoded, shard_rows // chunk_rows, data.ndim):
                 put(f"{name}/{key}", parts)
-    hashes = np.frombuffer(b"".join(b for per in chunk_hashes for b in per), dtype=np.uint8)
-    hashes = hashes.reshape(len(chunk_hashes), -1, 32)
-    for key, blob in array_files(
-        hashes,
-        len(chunk_hashes),
-        Layout(codec=Codec.NONE),
-        dimension_names=["array", "chunk", "byte"],
-        attributes={"arrays": [a[0] for a in arrays]},
-    ):
-        put(f"chunk_sha256/{key}", [blob])
-    attrs = {
-        "ticktensor": {
-            "kind": "pack",
-            "format_version": PACK_FORMAT_VERSION,
-            "session": session,
-            "feature_names": list(feature_names),
-            "label_names": list(label_names),
-            "content_hash": content_hash,
-            "chunk_rows": chunk_rows,
-            "shard_rows": shard_rows,
-            "symbols": list(symbols),
-            "offsets": offsets.tolist(),
+            chunk_hashes.append([f.result() for f in per_chunk])
+        hashes = np.frombuffer(b"".join(b for per in chunk_hashes for b in per), dtype=np.uint8)
+        hashes = hashes.reshape(len(chunk_hashes), -1, 32)
+        for key, blob in array_files(
+            hashes,
+            len(chunk_hashes),
+            Layout(codec=Codec.NONE),
+            dimension_names=["array", "chunk", "byte"],
+            attributes={"arrays": [a[0] for a in arrays]},
+        ):
+            put(f"chunk_sha256/{key}", [blob])
+        attrs = {
+            "ticktensor": {
+                "kind": "pack",
+                "format_version": PACK_FORMAT_VERSION,
+                "session": session,
+                "feature_names": list(feature_names),
+                "label_names": list(label_names),
+                "content_hash": content_hash,
+                "chunk_rows": chunk_rows,
+                "shard_rows": shard_rows,
+                "symbols": list(symbols),
+                "offsets": offsets.tolist(),
+            }
         }
-    }
-    put("zarr.json", [group_file(attrs)])
+        put("zarr.json", [group_file(attrs)])
+    files = {key: FileEntry(digest.result(), size) for key, digest, size in written}
     return PackRecord(
         session=session,
         path=rel,
@@ -277,6 +278,13 @@ def write_pack(
         label_names=tuple(label_names),
         sources=tuple(sources),
     )
+
+
+def _sha256_hex_of(parts: Sequence[bytes]) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    return digest.hexdigest()
 
 
 def _checked_read(location: Location, record: PackRecord, key: str) -> bytes:
