@@ -13,6 +13,7 @@ from ._layout import Codec, Layout
 from ._location import Location, safe_component
 from ._log import LogEntry
 from ._manifest import (
+    ALL_SYMBOLS,
     FORMAT_VERSION,
     FeatureStats,
     FileEntry,
@@ -34,6 +35,7 @@ from ._verify import VerifyReport
 from ._version import SegmentData, StoreVersion
 
 __all__ = [
+    "ALL_SYMBOLS",
     "FORMAT_VERSION",
     "ChunkMap",
     "Codec",

@@ -14,6 +14,7 @@ from ticktensor.errors import FormatVersionError, StoreCorruptError
 from ._location import check_relative
 
 __all__ = [
+    "ALL_SYMBOLS",
     "FORMAT_VERSION",
     "FeatureStats",
     "FileEntry",
@@ -30,6 +31,9 @@ __all__ = [
 
 #: The store format this ticktensor writes (docs/store-format.md).
 FORMAT_VERSION = 2
+#: The ``symbol`` of a table's key when the table holds every symbol of its session (its
+#: ``symbol`` column says whose each row is): a key, not one of the store's symbols.
+ALL_SYMBOLS = "*"
 #: Every store format this ticktensor reads.
 READABLE_FORMAT_VERSIONS = (1, 2)
 #: ``format`` and ``format_version`` of a full-state file: a v1 version file, or a v2
@@ -190,9 +194,11 @@ class Manifest:
 
     @property
     def symbols(self) -> tuple[str, ...]:
-        """Symbols of the segments and tables (a pack's symbols are inside the pack:
-        :attr:`StoreVersion.symbols` reads them)."""
-        return tuple(sorted({s.symbol for s in self.segments} | {t.symbol for t in self.tables}))
+        """Symbols of the segments and of the tables of one symbol (a pack's symbols, and
+        those of a table of every symbol, are inside it: :attr:`StoreVersion.symbols`
+        reads the packs')."""
+        tables = {t.symbol for t in self.tables if t.symbol != ALL_SYMBOLS}
+        return tuple(sorted({s.symbol for s in self.segments} | tables))
 
     @property
     def rows(self) -> int:

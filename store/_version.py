@@ -113,7 +113,8 @@ class StoreVersion:
 
     @functools.cached_property
     def symbols(self) -> tuple[str, ...]:
-        """Every symbol with a segment, a pack's rows or a table (reads each pack's index)."""
+        """Every symbol with a segment, a pack's rows or a table of its own (reads each
+        pack's index; a table of every symbol of a session is keyed ``ALL_SYMBOLS``)."""
         packed = {s for p in self.packs for s in self.pack_index(p).symbols}
         return tuple(sorted(set(self.manifest.symbols) | packed))
 
