@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ticktensor.store import PackRecord, Store, StoreVersion, table_files
+from ticktensor.store import PackRecord, SegmentRecord, Store, StoreVersion, table_files
 
 from ._format import human_bytes, ns_to_iso
 
@@ -25,8 +25,9 @@ def store_info(store: Store, version: int | None = None) -> dict[str, Any]:
     """A JSON-able summary of ``store`` at ``version``."""
     v = store.version(version)
     segs, packs = v.segments, v.packs
-    codecs = sorted({str(r.layout["codec"]) for r in (*segs, *packs)})
-    spans = [(r.ts_start, r.ts_end) for r in (*segs, *packs)]
+    records: list[SegmentRecord | PackRecord] = [*segs, *packs]
+    codecs = sorted({str(r.layout["codec"]) for r in records})
+    spans = [(r.ts_start, r.ts_end) for r in records]
     return {
         "url": store.url,
         "format_version": store.format_version,
