@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ticktensor.ingest._feature_engine import FeatureArrays
 from ticktensor.ingest._feature_rows import CLOCK_INPUTS
-from ticktensor.ingest._merge import merge_parts
+from ticktensor.ingest._merge import Merged, merge_parts
 from ticktensor.ingest._staging import Staging
 from ticktensor.schemas import REFERENCE_KINDS, EventKind, FeatureSpec
 from ticktensor.store import Layout, PackRecord, SourceFile, Store, TableRecord
 
 __all__ = ["ALL_SYMBOLS", "AssembleResult", "AssembleTask", "StatsPartial", "assemble"]
+
+R = TypeVar("R")
 
 ALL_SYMBOLS = "*"
 """The ``symbol`` of an event table's key when the table holds every symbol of its session
@@ -36,6 +41,8 @@ class AssembleTask:
     layout: Layout | None
     sources: dict[str, SourceFile]
     strict: bool = False
+    #: Threads the task may keep busy (the job's workers it has to itself).
+    threads: int = 1
 
 
 @dataclass
@@ -93,45 +100,79 @@ def assemble(task: AssembleTask) -> AssembleResult:
     come from the market kinds only, for all symbols at once, and are written as one
     pack. The reference kinds (definitions, statistics) pass through to tables: an
     instrument with reference data and no market events gets no rows in the pack, and
-    no note says so.
+    no note says so. With ``task.threads > 1`` the tables are encoded (Parquet, zstd)
+    while the features are computed.
     """
-    from ticktensor.ingest.features import compute_session_features
-
     store = Store.open(task.store_url)
     out = AssembleResult(task.session)
-    events: dict[EventKind, pa.Table] = {}
+    events: dict[EventKind, Merged] = {}
     duplicates = []
     for kind, rels in sorted(task.parts.items()):
-        merged = merge_parts(task.staging, rels, kind, task.strict)
+        merged = events[kind] = merge_parts(task.staging, rels, kind, task.strict)
         if merged.duplicates is not None:
             duplicates.append(merged.duplicates)
         out.stored.update(merged.stored)
         out.events += merged.table.num_rows
-        events[kind] = merged.table
-        out.tables.append(
-            store.write_table(
+    if duplicates:
+        out.duplicates = pa.concat_tables(duplicates)
+    with (
+        ThreadPoolExecutor(max(1, task.threads - 1), thread_name_prefix="ticktensor-session")
+        if task.threads > 1
+        else nullcontext() as pool
+    ):
+        written = [
+            _run(
+                pool,
+                store.write_table,
                 kind=kind.value,
                 symbol=ALL_SYMBOLS,
                 session=task.session,
                 table=merged.table,
                 sources=[task.sources[u] for u in sorted(merged.stored)],
             )
-        )
-    if duplicates:
-        out.duplicates = pa.concat_tables(duplicates)
-    market = {k: t for k, t in events.items() if k not in REFERENCE_KINDS}
-    if task.spec is None or not market:
-        return out
-    clock, clock_kind = task.spec.clock, CLOCK_INPUTS[task.spec.clock][0]
+            for kind, merged in events.items()
+        ]
+        market = {k: m for k, m in events.items() if k not in REFERENCE_KINDS}
+        if task.spec is not None and market:
+            _features(task, task.spec, store, market, out)
+        out.tables = [w.result() for w in written]
+    return out
+
+
+def _run(pool: ThreadPoolExecutor | None, fn: Callable[..., R], **kwargs: Any) -> Future[R]:
+    """``fn(**kwargs)`` on ``pool``, or now when there is none."""
+    if pool is not None:
+        return pool.submit(fn, **kwargs)
+    done: Future[R] = Future()
+    done.set_result(fn(**kwargs))
+    return done
+
+
+def _features(
+    task: AssembleTask,
+    spec: FeatureSpec,
+    store: Store,
+    market: dict[EventKind, Merged],
+    out: AssembleResult,
+) -> None:
+    """The session's features of every symbol: notes per symbol, the pack, the stats."""
+    from ticktensor.ingest.features import compute_session_features
+
+    clock, clock_kind = spec.clock, CLOCK_INPUTS[spec.clock][0]
     notes: list[tuple[str, str]] = []  # (symbol, note): listed by symbol, as the report is
-    on_clock = _symbols(market.get(clock_kind))
-    for symbol in set().union(*map(_symbols, market.values())) - on_clock:
+    on_clock = set(market[clock_kind].present) if clock_kind in market else set()
+    for symbol in set().union(*(m.present for m in market.values())) - on_clock:
         needs = f"the {clock} clock needs {clock_kind.value} events"
         notes.append((symbol, f"{symbol}/{task.session}: events stored, no features ({needs})"))
     if not on_clock:
         out.notes = [n for _, n in sorted(notes)]
-        return out
-    computed = compute_session_features(market, task.spec)
+        return
+    # The symbols as codes into the session's names: no text compared per row.
+    computed = compute_session_features(
+        {k: m.table.set_column(m.table.schema.get_field_index("symbol"), "symbol", m.symbols)
+         for k, m in market.items()},
+        spec,
+    )  # fmt: skip
     features = computed.features
     rows = np.diff(computed.offsets)
     infinite = _per_symbol(_infinite(features), computed.offsets)
@@ -143,7 +184,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
             notes.append((symbol, f"{symbol}/{task.session}: {beyond}"))
     out.notes = [n for _, n in sorted(notes)]
     if features.ts.size == 0:
-        return out
+        return
     kept = rows > 0  # a symbol with no rows on the clock is not in the pack
     out.pack = store.write_pack(
         session=task.session,
@@ -158,18 +199,11 @@ def assemble(task: AssembleTask) -> AssembleResult:
         sources=[task.sources[u] for u in sorted(out.stored)],
     )
     out.series = int(kept.sum())
-    if task.spec.stats_period is not None:
-        start, end = task.spec.stats_period
+    if spec.stats_period is not None:
+        start, end = spec.stats_period
         inside = (features.ts >= start) & (features.ts < end)
         if inside.any():
             out.stats.add(features.values[inside])
-    return out
-
-
-def _symbols(table: pa.Table | None) -> set[str]:
-    if table is None or table.num_rows == 0:
-        return set()
-    return set(pc.unique(table.column("symbol")).to_pylist())
 
 
 def _infinite(features: FeatureArrays) -> npt.NDArray[np.int64]:

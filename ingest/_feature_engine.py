@@ -11,12 +11,12 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ticktensor.errors import ConfigError
 from ticktensor.schemas import MBP_DEPTH, EventKind, FeatureSpec, LabelSpec, parse_duration_ns
 
 from ._feature_rows import SERIES, TRADE_QUANTITIES, Rows
+from ._symbols import symbol_codes
 
 __all__ = [
     "FeatureArrays",
@@ -270,14 +270,14 @@ def compute_by_symbol(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -
     """Evaluate ``spec`` on a session of many symbols at once, each as :func:`compute` would
     on its own (see ``features.compute_session_features``)."""
     check_spec(spec)
-    names = sorted({s for t in events.values() for s in pc.unique(t.column("symbol")).to_pylist()})
-    universe = pa.array(names, pa.string())
-    numbered = {
-        kind: table.append_column(
-            SERIES, pc.index_in(table.column("symbol"), value_set=universe).cast(pa.uint32())
-        )
-        for kind, table in events.items()
-    }
+    coded = {kind: symbol_codes(table.column("symbol")) for kind, table in events.items()}
+    names = sorted({n for _, table_names in coded.values() for n in table_names})
+    rank = {n: i for i, n in enumerate(names)}
+    numbered = {}
+    for kind, table in events.items():
+        codes, table_names = coded[kind]
+        ranks = np.array([rank[n] for n in table_names], dtype=np.uint32)
+        numbered[kind] = table.append_column(SERIES, pa.array(ranks[codes]))
     arrays, series = _evaluate(Rows(spec.clock, numbered, spec.bar_rule, by_symbol=True), spec)
     offsets = np.searchsorted(series, np.arange(len(names) + 1, dtype=np.uint32)).astype(np.int64)
     return SymbolFeatures(tuple(names), offsets, arrays)

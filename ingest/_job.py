@@ -241,7 +241,9 @@ def ingest(
             if not options.replace:
                 _check_unpacked(store, files)
             spec = _spec(store, options, files)
-            results = _phase_assemble(engine, files, staging, store, spec, options, progress)
+            results = _phase_assemble(
+                engine, workers, files, staging, store, spec, options, progress
+            )
         version, published = _publish(store, base, files, results, spec, staging, options)
     finally:
         staging.remove()
@@ -449,6 +451,7 @@ def _check_conflicts(store: Store, packs: list[PackRecord], tables: list[TableRe
 
 def _phase_assemble(
     engine: Any,
+    workers: int,
     files: list[FileResult],
     staging: Staging,
     store: Store,
@@ -458,6 +461,8 @@ def _phase_assemble(
 ) -> list[AssembleResult]:
     provenance = {f.file: SourceFile(path=f.file, sha256=f.sha256, bytes=f.bytes) for f in files}
     groups = group_parts([p for f in files for p in f.parts])
+    # Fewer sessions than workers: each session's task keeps the spare ones busy too.
+    threads = max(1, workers // max(1, min(workers, len(groups))))
     tasks = [
         AssembleTask(
             session,
@@ -468,6 +473,7 @@ def _phase_assemble(
             options.layout,
             provenance,
             options.strict,
+            threads,
         )
         for session, parts in groups.items()
     ]

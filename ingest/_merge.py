@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from ticktensor.ingest import _quarantine
 from ticktensor.ingest._staging import Staging
+from ticktensor.ingest._symbols import symbol_codes
 from ticktensor.schemas import EventKind, conform
 
 __all__ = ["EXTRA", "Merged", "merge_parts"]
@@ -27,10 +28,20 @@ class Merged:
 
     table: pa.Table
     """Canonical columns, sorted by (symbol, ts_event, input file, row), duplicates out."""
+    symbols: pa.DictionaryArray
+    """The ``symbol`` column of ``table`` as codes into the sorted names of the session."""
     stored: dict[str, int]
     """Rows of ``table`` per input file."""
     duplicates: pa.Table | None
     """Quarantine entries (rule ``duplicate``) of the rows taken out, if any."""
+
+    @property
+    def present(self) -> list[str]:
+        """The symbols with rows, sorted."""
+        names = self.symbols.dictionary.to_pylist()
+        codes = self.symbols.indices.to_numpy(zero_copy_only=False)
+        counts = np.bincount(codes, minlength=len(names)).tolist()
+        return [n for n, c in zip(names, counts, strict=True) if c]
 
 
 def merge_parts(staging: Staging, rels: list[str], kind: EventKind, strict: bool) -> Merged:
@@ -42,7 +53,7 @@ def merge_parts(staging: Staging, rels: list[str], kind: EventKind, strict: bool
     ``strict`` raises on the first one instead.
     """
     staged = staging.read(rels)
-    codes, names = _symbol_codes(staged.column("symbol"))
+    codes, names = symbol_codes(staged.column("symbol"))
     sources, source_codes = _source_codes(staged.column("_source"))
     ts = np.asarray(staged.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
     rows = np.asarray(staged.column("_row").to_numpy(), dtype=np.int64)
@@ -51,7 +62,8 @@ def merge_parts(staging: Staging, rels: list[str], kind: EventKind, strict: bool
     if order is not None:
         rest = rest.take(pa.array(order))
         codes, source_codes, rows = codes[order], source_codes[order], rows[order]
-    rest = rest.append_column("symbol", names.take(pa.array(codes)))
+    dictionary = pa.array(names, pa.string())
+    rest = rest.append_column("symbol", dictionary.take(pa.array(codes)))
     table = conform(rest, kind)
     table = table.append_column(
         "_source", pa.DictionaryArray.from_arrays(pa.array(source_codes), sources)
@@ -64,29 +76,11 @@ def merge_parts(staging: Staging, rels: list[str], kind: EventKind, strict: bool
         if strict:
             _quarantine.raise_first(duplicates)
         table = table.filter(pa.array(~dup))
-        source_codes = source_codes[~dup]
+        codes, source_codes = codes[~dup], source_codes[~dup]
     counts = np.bincount(source_codes, minlength=len(sources))
     stored = {s: int(n) for s, n in zip(sources.to_pylist(), counts.tolist(), strict=True) if n}
-    return Merged(table.drop_columns(list(EXTRA)), stored, duplicates)
-
-
-def _symbol_codes(column: pa.ChunkedArray) -> tuple[npt.NDArray[np.uint32], pa.Array]:
-    """Each row's symbol as its rank among the sorted symbol names, and those names.
-
-    Staged parts hold the symbol as a dictionary, each with its own: the ranks come
-    from the dictionaries (a few thousand names), not from comparing text per row.
-    """
-    chunks = [c if pa.types.is_dictionary(c.type) else c.dictionary_encode() for c in column.chunks]
-    names = sorted({n for c in chunks for n in c.dictionary.to_pylist()})
-    rank = {n: i for i, n in enumerate(names)}
-    parts = [
-        np.array([rank[n] for n in c.dictionary.to_pylist()], dtype=np.uint32)[
-            np.asarray(c.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
-        ]
-        for c in chunks
-    ]
-    codes = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)
-    return codes, pa.array(names, pa.string())
+    symbols = pa.DictionaryArray.from_arrays(pa.array(codes), dictionary)
+    return Merged(table.drop_columns(list(EXTRA)), symbols, stored, duplicates)
 
 
 def _source_codes(column: pa.ChunkedArray) -> tuple[pa.Array, npt.NDArray[np.int32]]:

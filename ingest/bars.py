@@ -112,30 +112,50 @@ def _asof(
 
 
 def _aggregate(trades: pl.DataFrame, bar: pl.Expr, by: str | None, *extra: pl.Expr) -> pl.DataFrame:
-    signed = (pl.col("side") * pl.col("size")).sum() if "side" in trades.columns else pl.lit(0.0)
+    """One row per bar of the trades (sorted by series, then time, so a bar's trades are
+    a run of rows): its keys (``by``, ``_bar``), ``extra``, times, OHLC, counts and sums."""
     keys = ["_bar"] if by is None else [by, "_bar"]
+    frame = trades.with_columns(bar.alias("_bar"))
+    run = pl.col("_bar").rle_id() if by is None else pl.struct(keys).rle_id()
+    frame = frame.with_columns(run.alias("_run").set_sorted())
+    bars = frame.group_by("_run", maintain_order=True).agg(
+        *(pl.col(k).first() for k in keys),
+        *extra,
+        pl.col("ts").first().alias("ts_first"),
+        pl.col("ts").last().alias("ts_last"),
+        pl.col("price").first().alias("open"),
+        pl.col("price").max().alias("high"),
+        pl.col("price").min().alias("low"),
+        pl.col("price").last().alias("close"),
+        pl.len().cast(pl.UInt64).alias("trade_count"),
+    )
+    # Sums in numpy, bar by bar (pairwise within a bar): a bar's sum depends on its
+    # trades alone, not on where its rows sit, so a session of many symbols sums each
+    # bar exactly as the symbol's own series does. Nulls count as 0, as in polars.
+    starts = np.zeros(bars.height, dtype=np.intp)
+    np.cumsum(bars["trade_count"].to_numpy()[:-1], out=starts[1:])
+    signed = pl.col("side") * pl.col("size") if "side" in frame.columns else pl.lit(0.0)
+    sums = {
+        "volume": pl.col("size"),
+        "dollar_volume": pl.col("price") * pl.col("size"),
+        "signed_volume": signed,
+    }
+    values = frame.select(*(e.cast(pl.Float64).fill_null(0.0).alias(n) for n, e in sums.items()))
+    per_bar = {
+        name: np.add.reduceat(values[name].to_numpy(), starts)
+        if bars.height
+        else np.empty(0, dtype=np.float64)
+        for name in sums
+    }
     return (
-        trades.with_columns(bar.alias("_bar"), (pl.col("price") * pl.col("size")).alias("_dollar"))
-        .group_by(keys, maintain_order=True)
-        .agg(
-            *extra,
-            pl.col("ts").first().alias("ts_first"),
-            pl.col("ts").last().alias("ts_last"),
-            pl.col("price").first().alias("open"),
-            pl.col("price").max().alias("high"),
-            pl.col("price").min().alias("low"),
-            pl.col("price").last().alias("close"),
-            pl.col("size").sum().alias("volume"),
-            pl.len().cast(pl.UInt64).alias("trade_count"),
-            pl.col("_dollar").sum().alias("dollar_volume"),
-            signed.alias("signed_volume"),
-        )
+        bars.with_columns(pl.Series(name, data, pl.Float64) for name, data in per_bar.items())
         .with_columns(
             pl.when(pl.col("volume") > 0)
             .then(pl.col("dollar_volume") / pl.col("volume"))
             .otherwise(None)
             .alias("vwap")
         )
+        .drop("_run")
     )
 
 
@@ -173,10 +193,12 @@ def _threshold_frame(
     trades: pl.DataFrame, kind: str, threshold: float, keep_partial: bool, by: str | None
 ) -> pl.DataFrame:
     quantity = pl.col("size") if kind == "volume" else pl.col("price") * pl.col("size")
-    # The quantity traded before this trade, and in the whole session, of its series.
-    before = _per_series(quantity.cum_sum().shift(1, fill_value=0.0), by)
-    total = _per_series(quantity.sum(), by)
-    trades = trades.with_columns(total.alias("_total"))
+    # The quantity its series traded before each trade, and in the whole session.
+    cum = _per_series(quantity.cum_sum(), by)
+    trades = trades.with_columns(cum.alias("_cum")).with_columns(
+        _per_series(pl.col("_cum").last(), by).alias("_total")
+    )
+    before = _per_series(pl.col("_cum").shift(1, fill_value=0.0), by)
     bars = _aggregate(
         trades, (before / threshold).floor().cast(pl.Int64), by, pl.col("_total").first()
     )
