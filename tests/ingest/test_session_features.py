@@ -175,3 +175,18 @@ def test_rows_must_be_sorted_by_symbol_then_time() -> None:
     if one.num_rows > 1:
         with pytest.raises(SchemaError, match="within each symbol"):
             compute_session_features({EventKind.TRADES: shuffled}, spec)
+
+
+@pytest.mark.parametrize("bar", ["1s", "1m", "volume:5000", "dollar:300000"])
+def test_bars_of_many_trades_sum_as_the_symbol_alone_does(bar: str) -> None:
+    """Sums over bars of hundreds of trades, whose rows sit anywhere in the session."""
+    rng = np.random.default_rng(5)
+    trades = _wide(rng, 12, 6000)
+    per_symbol = {s: {EventKind.TRADES: t} for s, t in trades.items()}
+    spec = FeatureSpec(
+        ("open", "close", "volume", "dollar_volume", "signed_volume", "vwap_distance_3"),
+        (LabelSpec("y", "close", horizon_rows=2),),
+        clock="bars",
+        bar=bar,
+    )
+    assert_same_as_alone(per_symbol, spec)
