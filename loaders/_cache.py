@@ -67,6 +67,11 @@ class ChunkCache:
     Hold :attr:`lock` around :meth:`require` and the gather that follows it, so that no
     other thread evicts a chunk in between.
 
+    Callers name the dataset's chunks (:class:`ChunkIndex` numbering); the cache loads
+    their stored chunks (:attr:`ChunkIndex.loads`), each once, and publishes every chunk
+    that is a piece of one (a symbol's rows of a pack's chunk) when it is loaded. Counts,
+    bytes and eviction are per stored chunk.
+
     Parameters
     ----------
     index
@@ -98,8 +103,8 @@ class ChunkCache:
         self.stats = CacheStats()
         self._loader = loader
         self._gather = gather
-        self._state = np.zeros(len(index), dtype=np.int8)
-        self._nbytes = np.asarray([loader.nbytes(f) for f in index.files], dtype=np.int64)
+        self._state = np.zeros(len(index.loads), dtype=np.int8)
+        self._nbytes = np.asarray([loader.nbytes(f) for f in index.loads], dtype=np.int64)
         self._loaded: dict[int, Floats] = {}  # insertion order = load order
         self._spares: list[Floats] = []  # buffers of evicted chunks, decoded into again
         self._loading: dict[int, Future[tuple[Floats, LoadTimes]]] = {}
@@ -116,7 +121,7 @@ class ChunkCache:
 
     @property
     def loaded_count(self) -> int:
-        """Chunks loaded now."""
+        """Stored chunks loaded now."""
         return len(self._loaded)
 
     @property
@@ -125,8 +130,8 @@ class ChunkCache:
         return len(self._loaded) == self._state.shape[0]
 
     def nbytes(self, chunk: int) -> int:
-        """Bytes chunk ``chunk`` takes once loaded."""
-        return int(self._nbytes[chunk])
+        """Bytes chunk ``chunk``'s stored chunk takes once loaded."""
+        return int(self._nbytes[self.index.load_of[chunk]])
 
     # -- loading -------------------------------------------------------------------------
 
@@ -137,20 +142,22 @@ class ChunkCache:
         keeps the ones needed soonest.
         """
         with self.lock:
+            loads = self.index.loads_of(chunks)
             if self.complete:
-                self.stats.hits += int(chunks.size)
+                self.stats.hits += int(loads.size)
                 return
             self._collect()
-            state = self._state[chunks]
+            state = self._state[loads]
             self.stats.hits += int(np.count_nonzero(state == _LOADED))
-            missing = chunks[state != _LOADED]
+            missing = loads[state != _LOADED]
             if missing.size == 0:
                 return
             self.stats.misses += int(missing.size)
             absent = missing[self._state[missing] == _ABSENT]
             need = int(self._nbytes[absent].sum())
             if self._used + need > self.budget:
-                self._evict(need, protect=chunks, upcoming=upcoming, before=-1)
+                ahead = [self.index.loads_of(c) for c in upcoming]
+                self._evict(need, protect=loads, upcoming=ahead, before=-1)
                 if self._used + need > self.budget:
                     self.stats.over_budget += 1
             for chunk in absent.tolist():
@@ -168,30 +175,32 @@ class ChunkCache:
             if self.complete:
                 return
             self._collect()
-            for position, chunks in enumerate(upcoming):
-                absent = chunks[self._state[chunks] == _ABSENT]
+            ahead = [self.index.loads_of(c) for c in upcoming]
+            for position, loads in enumerate(ahead):
+                absent = loads[self._state[loads] == _ABSENT]
                 if absent.size == 0:
                     continue
                 need = int(self._nbytes[absent].sum())
                 if self._used + need > self.budget:
-                    self._evict(need, protect=chunks, upcoming=upcoming, before=position)
+                    self._evict(need, protect=loads, upcoming=ahead, before=position)
                     if self._used + need > self.budget:
                         return  # the rest waits until batches before it are done
                 for chunk in absent.tolist():
                     self._start(chunk)
 
     def advise(self, chunks: Int64s) -> None:
-        """Hint the kernel to read these chunks' files soon (local stores; no memory used)."""
-        for chunk in chunks[self._state[chunks] == _ABSENT].tolist():
-            self._loader.advise(self.index.files[chunk])
+        """Hint the kernel to read these chunks' bytes soon (local stores; no memory used)."""
+        loads = self.index.loads_of(chunks)
+        for load in loads[self._state[loads] == _ABSENT].tolist():
+            self._loader.advise(self.index.loads[load])
 
     def drop_all(self) -> None:
         """Evict every loaded chunk (loads in flight finish and are then dropped)."""
         with self.lock:
-            for chunk in list(self._loading):
-                self._finish(chunk, raise_errors=False)
-            for chunk in list(self._loaded):
-                self._drop(chunk)
+            for load in list(self._loading):
+                self._finish(load, raise_errors=False)
+            for load in list(self._loaded):
+                self._drop(load)
             self._spares.clear()
 
     def stop_threads(self) -> None:
@@ -205,11 +214,11 @@ class ChunkCache:
                 return
             self._finalizer()  # shutdown(wait=True, cancel_futures=True)
             self._executor = self._finalizer = None
-            for chunk, future in list(self._loading.items()):
+            for load, future in list(self._loading.items()):
                 if future.cancelled():
-                    del self._loading[chunk]
-                    self._state[chunk] = _ABSENT
-                    self._used -= int(self._nbytes[chunk])
+                    del self._loading[load]
+                    self._state[load] = _ABSENT
+                    self._used -= int(self._nbytes[load])
             self._collect()
 
     def close(self) -> None:
@@ -220,50 +229,49 @@ class ChunkCache:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _start(self, chunk: int) -> None:
+    def _start(self, load: int) -> None:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-chunk")
             self._finalizer = weakref.finalize(
                 self, self._executor.shutdown, wait=True, cancel_futures=True
             )
-        file = self.index.files[chunk]
+        file = self.index.loads[load]
         spare = self._spare(file.nbytes)
-        self._loading[chunk] = self._executor.submit(self._loader.load, file, spare)
-        self._state[chunk] = _LOADING
-        self._used += int(self._nbytes[chunk])
+        self._loading[load] = self._executor.submit(self._loader.load, file, spare)
+        self._state[load] = _LOADING
+        self._used += int(self._nbytes[load])
         self.stats.peak_bytes = max(self.stats.peak_bytes, self._used)
 
     def _collect(self) -> None:
         """Publish the loads that have finished; a failed load gives its bytes back and its
         error waits for the batch that needs the chunk (which then loads it again)."""
-        for chunk, future in list(self._loading.items()):
+        for load, future in list(self._loading.items()):
             if not future.done():
                 continue
             if future.exception() is None:
-                self._finish(chunk)
+                self._finish(load)
             else:
-                del self._loading[chunk]
-                self._state[chunk] = _ABSENT
-                self._used -= int(self._nbytes[chunk])
+                del self._loading[load]
+                self._state[load] = _ABSENT
+                self._used -= int(self._nbytes[load])
 
-    def _finish(self, chunk: int, *, raise_errors: bool = True) -> None:
-        future = self._loading.pop(chunk)
+    def _finish(self, load: int, *, raise_errors: bool = True) -> None:
+        future = self._loading.pop(load)
         try:
             values, times = future.result()
         except BaseException as exc:
-            self._state[chunk] = _ABSENT
-            self._used -= int(self._nbytes[chunk])
+            self._state[load] = _ABSENT
+            self._used -= int(self._nbytes[load])
             if not raise_errors:
                 return
-            file = self.index.files[chunk]
-            exc.add_note(
-                f"while loading chunk {file.index} of segment {file.segment.symbol}/"
-                f"{file.segment.session} ({file.rel})"
-            )
+            file = self.index.loads[load]
+            exc.add_note(f"while loading chunk {file.index} of {file.owner} ({file.rel})")
             raise
-        self._gather.set(chunk, values)
-        self._state[chunk] = _LOADED
-        self._loaded[chunk] = values
+        for piece in self.index.pieces(load):
+            skip = int(self.index.skips[piece])
+            self._gather.set(piece, values[skip:] if skip else values)
+        self._state[load] = _LOADED
+        self._loaded[load] = values
         stats = self.stats
         stats.loads += 1
         stats.bytes_read += times.bytes_read
@@ -271,21 +279,22 @@ class ChunkCache:
         stats.decode_s += times.decode_s
         stats.prepare_s += times.prepare_s
 
-    def _drop(self, chunk: int) -> None:
-        self._gather.clear(chunk)
-        values = self._loaded.pop(chunk)
+    def _drop(self, load: int) -> None:
+        for piece in self.index.pieces(load):
+            self._gather.clear(piece)
+        values = self._loaded.pop(load)
         # A decoded buffer nobody else holds is decoded into again: fresh memory would cost
         # a page fault per 4 KiB. Mapped chunks and foreign arrays are let go.
         if (
             len(self._spares) < self.threads + 1
             and _private(values)
-            and values.flags.writeable  # a mapped chunk file is read-only
-            and values.nbytes == self.index.files[chunk].nbytes
+            and values.flags.writeable  # a mapped load file is read-only
+            and values.nbytes == self.index.loads[load].nbytes
             and sys.getrefcount(values) <= 2  # this name and the call's argument
         ):
             self._spares.append(values)
-        self._state[chunk] = _ABSENT
-        self._used -= int(self._nbytes[chunk])
+        self._state[load] = _ABSENT
+        self._used -= int(self._nbytes[load])
         self.stats.evictions += 1
 
     def _spare(self, nbytes: int) -> Floats | None:
@@ -299,23 +308,23 @@ class ChunkCache:
     def _evict(
         self, need: int, *, protect: Int64s, upcoming: Sequence[Int64s], before: int
     ) -> None:
-        """Free ``need`` bytes, never evicting ``protect`` or chunks read by batches up to
-        ``upcoming[before]``; the chunk used farthest in the future goes first."""
+        """Free ``need`` bytes, never evicting the loads ``protect`` or those read by batches
+        up to ``upcoming[before]``; the load used farthest in the future goes first."""
         next_use: dict[int, int] = {}
-        for position, chunks in enumerate(upcoming):
-            for chunk in chunks.tolist():
-                next_use.setdefault(chunk, position)
+        for position, loads in enumerate(upcoming):
+            for load in loads.tolist():
+                next_use.setdefault(load, position)
         kept = set(protect.tolist())
         candidates = [
-            (next_use.get(chunk, _NEVER), -order, chunk)
-            for order, chunk in enumerate(self._loaded)
-            if chunk not in kept and next_use.get(chunk, _NEVER) > before
+            (next_use.get(load, _NEVER), -order, load)
+            for order, load in enumerate(self._loaded)
+            if load not in kept and next_use.get(load, _NEVER) > before
         ]
         candidates.sort(reverse=True)  # farthest next use first; then the oldest load
-        for _, _, chunk in candidates:
+        for _, _, load in candidates:
             if self._used + need <= self.budget:
                 return
-            self._drop(chunk)
+            self._drop(load)
 
     def abandon(self) -> None:
         """Forget the loading threads without joining them (in a forked child, where they

@@ -1,12 +1,17 @@
-"""Feature chunks of a window dataset: where each one is stored and how it is loaded."""
+"""Feature chunks of a window dataset: which stored rows each source reads, and loading them.
+
+Where rows are stored is the store's answer (:meth:`StoreVersion.chunk_map`): a segment's
+chunk is a whole file, a pack's a byte range of a shard. This module keeps the loader's
+side of it: numbering the chunks source by source, reading a chunk's bytes (mapped on a
+local disk, one request elsewhere), checking and decoding them, and applying the feature
+subset and normalization.
+"""
 
 from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,71 +25,165 @@ import zarr
 from ticktensor._memory import fresh_buffer
 from ticktensor.errors import StoreCorruptError
 from ticktensor.kernels import map_file
-from ticktensor.store import SegmentRecord, StoreVersion
+from ticktensor.store import (
+    ChunkMap,
+    PackRecord,
+    SegmentRecord,
+    StoredChunk,
+    StoreVersion,
+    check_frame,
+)
 
-__all__ = ["ChunkFile", "ChunkIndex", "ChunkLoader", "LoadTimes", "read_array"]
+__all__ = [
+    "ChunkFile",
+    "ChunkIndex",
+    "ChunkLoader",
+    "LoadTimes",
+    "Record",
+    "SourcePart",
+    "read_array",
+]
 
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
-Stored = bytes | npt.NDArray[np.uint8]
+Bytes = npt.NDArray[np.uint8]
+Stored = bytes | Bytes
 """A chunk's stored bytes: read from fsspec, or a read-only mapping of a local file."""
+Record = SegmentRecord | PackRecord
+"""What a source's rows are stored in: a segment (one symbol) or a pack (a session)."""
 
-_LITTLE_ENDIAN: Final = sys.byteorder == "little"
 _EMPTY: Final = np.empty(0, dtype=np.uint8)
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
-@dataclass(frozen=True)
-class ChunkFile:
-    """One stored chunk of a segment's ``values`` array.
+def describe(record: Record) -> str:
+    """``segment SYMBOL/SESSION`` or ``pack SESSION``, for messages."""
+    if isinstance(record, SegmentRecord):
+        return f"segment {record.symbol}/{record.session}"
+    return f"pack {record.session}"
 
-    ``rows`` of its ``stored_rows`` belong to the segment (Zarr stores the last chunk of an
-    array at full size); ``codec`` is ``"raw"``, ``"zstd"``, ``"blosc"``, ``"fill"`` for a
-    chunk of NaN that Zarr did not write, or ``"zarr"`` when the array uses codecs read
-    only through zarr-python.
+
+@dataclass(frozen=True)
+class SourcePart:
+    """Rows ``[lo, hi)`` of a segment or a pack, read by one source of a dataset.
+
+    ``symbol`` is the one symbol those rows belong to, or ``None`` for a whole pack (the
+    rows of every symbol it holds, sorted by symbol).
     """
 
-    segment: SegmentRecord = field(repr=False)
-    rel: str
-    index: int
+    record: Record = field(repr=False)
+    lo: int
+    hi: int
+    symbol: str | None
+
+    @property
+    def rows(self) -> int:
+        return self.hi - self.lo
+
+
+@dataclass(frozen=True)
+class ChunkFile:
+    """One chunk of a source: rows ``[skip, skip + rows)`` of a stored chunk of an array.
+
+    ``stored`` says where the bytes are (a segment's chunk file, or a byte range of a
+    pack's shard) and how they decode, as the store's chunk map gives it; ``record`` is
+    the segment or pack. A source whose rows start inside a stored chunk (a symbol's rows
+    in a pack, joined across sessions) skips the chunk's first rows; otherwise ``skip``
+    is 0 and ``rows`` the stored chunk's rows of the array (Zarr stores the last chunk
+    at full size, padded). ``codec`` is ``"raw"``, ``"zstd"``, ``"blosc"``, ``"fill"``
+    for a chunk of NaN that Zarr did not write, or ``"zarr"`` for codecs read only
+    through zarr-python.
+    """
+
+    stored: StoredChunk
+    record: Record = field(repr=False)
+    skip: int
     rows: int
-    stored_rows: int
-    n_features: int
-    codec: str
-    sha256: str | None
+    itemsize: int = 4
+
+    @property
+    def rel(self) -> str:
+        """The object holding the chunk, relative to the store root."""
+        return self.stored.rel
+
+    @property
+    def index(self) -> int:
+        """The chunk's number in its array."""
+        return self.stored.index
+
+    @property
+    def codec(self) -> str:
+        return self.stored.codec
+
+    @property
+    def sha256(self) -> str | None:
+        return self.stored.sha256
+
+    @property
+    def stored_rows(self) -> int:
+        """Rows the stored chunk decodes to."""
+        return self.stored.stored_rows
+
+    @property
+    def n_features(self) -> int:
+        """Columns of the stored chunk."""
+        return self.stored.columns
 
     @property
     def nbytes(self) -> int:
         """Bytes of the decoded stored chunk."""
-        return self.stored_rows * self.n_features * 4
+        return self.stored.stored_rows * self.stored.columns * self.itemsize
+
+    @property
+    def whole_file(self) -> bool:
+        """Whether the chunk is a file of its own (a segment's) rather than a byte range."""
+        return isinstance(self.record, SegmentRecord)
+
+    @property
+    def owner(self) -> str:
+        """The segment or pack, for messages."""
+        return describe(self.record)
 
 
 class ChunkIndex:
     """The chunks of every source of a dataset, numbered source by source.
 
-    A source is one segment, or several segments of one symbol joined end to end; its
-    chunks are those of its segments in order.
+    A source is a sequence of :class:`SourcePart` laid end to end; its chunks are the
+    pieces of stored chunks that hold those rows, in order: chunk ``first_chunk[s] + k``
+    holds the source's rows from ``chunk_starts[s][k]`` on. Several chunks may be pieces
+    of one stored chunk (a pack's chunk holds rows of many symbols, which are separate
+    sources when a symbol's sessions are joined): :attr:`loads` are the distinct stored
+    chunks, and :attr:`load_of` maps each chunk to its load, so that a stored chunk is read
+    and decoded once for all of its pieces. Segments and whole packs have one chunk per load.
 
     Parameters
     ----------
     version
-        The store version the segments belong to.
-    runs
-        Per source, its segments.
+        The store version the parts belong to.
+    sources
+        Per source, its parts in order.
     """
 
-    def __init__(self, version: StoreVersion, runs: Sequence[Sequence[SegmentRecord]]) -> None:
+    def __init__(self, version: StoreVersion, sources: Sequence[Sequence[SourcePart]]) -> None:
+        maps: dict[str, ChunkMap] = {}
         self.files: list[ChunkFile] = []
         self.chunk_starts: list[Int64s] = []
         rows = []
-        for run in runs:
+        for parts in sources:
             starts: list[int] = []
             offset = 0
-            for record in run:
-                for file in _segment_chunks(version, record):
-                    starts.append(offset + file.index * file.stored_rows)
-                    self.files.append(file)
-                offset += record.rows
+            for part in parts:
+                chunk_map = maps.get(part.record.path)
+                if chunk_map is None:
+                    chunk_map = maps[part.record.path] = version.chunk_map(part.record, "values")
+                for stored in chunk_map.covering(part.lo, part.hi):
+                    lo = max(stored.row_start, part.lo)
+                    hi = min(stored.row_start + stored.rows, part.hi)
+                    self.files.append(
+                        ChunkFile(stored, part.record, lo - stored.row_start, hi - lo)
+                    )
+                    starts.append(offset + lo - part.lo)
+                offset += part.rows
             self.chunk_starts.append(np.asarray(starts, dtype=np.int64))
             rows.append(offset)
         self.source_rows: Int64s = np.asarray(rows, dtype=np.int64)
@@ -96,10 +195,45 @@ class ChunkIndex:
             [base + s for base, s in zip(self._row_base, self.chunk_starts, strict=True)]
             or [np.empty(0, np.int64)]
         )
-        self.nbytes: Int64s = np.asarray([f.nbytes for f in self.files], dtype=np.int64)
+        self.skips: Int64s = np.asarray([f.skip for f in self.files], dtype=np.int64)
+        self._group_loads()
+
+    def _group_loads(self) -> None:
+        keys: dict[tuple[str, int], int] = {}
+        self.loads: list[ChunkFile] = []
+        load_of = np.empty(len(self.files), dtype=np.int64)
+        for i, file in enumerate(self.files):
+            key = (file.rel, file.index)
+            load = keys.get(key)
+            if load is None:
+                load = keys[key] = len(self.loads)
+                whole = file.skip == 0 and file.rows == file.stored.rows
+                self.loads.append(
+                    file if whole else ChunkFile(file.stored, file.record, 0, file.stored.rows)
+                )
+            load_of[i] = load
+        self.load_of: Int64s = load_of
+        self.one_to_one = len(self.loads) == len(self.files)
+        self._by_load = np.argsort(load_of, kind="stable")
+        self._load_ptr = np.searchsorted(load_of[self._by_load], np.arange(len(self.loads) + 1))
 
     def __len__(self) -> int:
         return len(self.files)
+
+    def pieces(self, load: int) -> list[int]:
+        """The chunks that are pieces of load ``load``."""
+        if self.one_to_one:
+            return [load]
+        lo, hi = int(self._load_ptr[load]), int(self._load_ptr[load + 1])
+        pieces: list[int] = self._by_load[lo:hi].tolist()
+        return pieces
+
+    def loads_of(self, chunks: Int64s) -> Int64s:
+        """The sorted, distinct loads holding ``chunks``."""
+        if self.one_to_one:
+            return chunks
+        loads: Int64s = np.unique(self.load_of[chunks])
+        return loads
 
     def chunk_of(self, source_ids: npt.ArrayLike, rows: npt.ArrayLike) -> Int64s:
         """The chunk holding row ``rows[b]`` of source ``source_ids[b]``, for every ``b``."""
@@ -124,87 +258,37 @@ class ChunkIndex:
         return np.unique(np.minimum(every, last[:, None]))
 
 
-def _segment_chunks(
-    version: StoreVersion, record: SegmentRecord, array: str = "values"
-) -> list[ChunkFile]:
-    """The chunks of one of ``record``'s 2-D float32 arrays, from its Zarr metadata."""
-    location = version.location
-    rel = f"{record.path}/{array}"
-    location.check_inside(rel)  # a symlinked segment must not lead out of the store
-    try:
-        meta = json.loads(location.read_bytes(f"{rel}/zarr.json"))
-        shape = [int(n) for n in meta["shape"]]
-        chunk_rows = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        raise StoreCorruptError(
-            f"{location.display(rel + '/zarr.json')}: unreadable array metadata ({exc})"
-        ) from exc
-    if shape[0] != record.rows or len(shape) != 2 or chunk_rows < 1:
-        raise StoreCorruptError(
-            f"{location.display(rel)}: array of shape {shape} in chunks of {chunk_rows} rows, "
-            f"manifest says {record.rows} rows"
-        )
-    codec = _codec_of(meta)
-    separator = meta.get("chunk_key_encoding", {}).get("configuration", {}).get("separator", "/")
-    # Zarr writes no chunk that holds only the fill value (NaN): the manifest, which lists
-    # every file written, tells such a chunk from a lost one. Old manifests list none.
-    fill = codec != "zarr" and bool(record.files) and _is_nan(meta.get("fill_value"))
-    files = []
-    for k in range(-(-record.rows // chunk_rows)):
-        name = f"{array}/c{separator}{k}{separator}0"
-        entry = record.files.get(name)
-        files.append(
-            ChunkFile(
-                segment=record,
-                rel=f"{record.path}/{name}",
-                index=k,
-                rows=min(chunk_rows, record.rows - k * chunk_rows),
-                stored_rows=chunk_rows,
-                n_features=shape[1],
-                codec="fill" if fill and entry is None else codec,
-                sha256=None if entry is None else entry.sha256,
-            )
-        )
-    return files
-
-
-def _is_nan(fill_value: Any) -> bool:
-    return fill_value == "NaN" or (isinstance(fill_value, float) and np.isnan(fill_value))
-
-
-def _codec_of(meta: dict[str, Any]) -> str:
-    """How a chunk of this array is decoded here; ``"zarr"`` hands it to zarr-python."""
-    codecs = meta.get("codecs", [])
-    names = [c.get("name") for c in codecs]
-    key = meta.get("chunk_key_encoding", {}).get("name")
-    little = bool(codecs) and codecs[0].get("configuration", {}).get("endian") == "little"
-    if meta.get("data_type") != "float32" or key != "default" or not (little and _LITTLE_ENDIAN):
-        return "zarr"
-    if names == ["bytes"]:
-        return "raw"
-    if names in (["bytes", "zstd"], ["bytes", "blosc"]):
-        return str(names[1])
-    return "zarr"
-
-
 def read_array(
-    loader: ChunkLoader, version: StoreVersion, record: SegmentRecord, array: str
-) -> Floats | None:
-    """A segment's whole 2-D float32 ``array``, read chunk by chunk through ``loader``.
+    loader: ChunkLoader,
+    version: StoreVersion,
+    record: Record,
+    array: str,
+    out: npt.NDArray[Any] | None = None,
+) -> npt.NDArray[Any]:
+    """A segment's or pack's whole ``array``, read chunk by chunk through ``loader``.
 
-    Full chunks are decoded straight into the result. ``None`` where zarr-python should
-    read the array (codecs only it reads).
+    ``ts`` is ``int64 [rows]``, ``values`` and ``labels`` ``float32 [rows, n]``; full
+    chunks are decoded straight into the result (``out`` when given). Arrays stored with
+    codecs only zarr-python reads are read through it.
     """
-    files = _segment_chunks(version, record, array)
-    if not files or any(f.codec == "zarr" for f in files):
-        return None
-    out = np.empty((record.rows, files[0].n_features), dtype=np.float32)
-    for file in files:
-        lo = file.index * file.stored_rows
-        part = out[lo : lo + file.rows]
-        values, _ = loader.load(file, part if file.rows == file.stored_rows else None)
-        if values is not part:  # mapped, or the last, partial chunk
-            part[...] = values[: file.rows]
+    chunk_map = version.chunk_map(record, array)
+    itemsize, dtype = (8, np.int64) if array == "ts" else (4, np.float32)
+    columns = chunk_map.chunks[0].columns if chunk_map.chunks else 0
+    shape = (chunk_map.rows,) if array == "ts" else (chunk_map.rows, columns)
+    if out is None:
+        out = np.empty(shape, dtype=dtype)
+    if any(chunk.codec == "zarr" for chunk in chunk_map.chunks):
+        out[...] = loader.zarr_array(record, array)[...]
+        return out
+    for stored in chunk_map.chunks:
+        file = ChunkFile(stored, record, 0, stored.rows, itemsize)
+        part = out[stored.row_start : stored.row_start + stored.rows]
+        if stored.rows == stored.stored_rows:
+            loader.read_into(file, part.reshape(-1).view(np.uint8))
+        else:  # the last chunk, stored full-size
+            full = np.empty((stored.stored_rows, *shape[1:]), dtype=dtype)
+            loader.read_into(file, full.reshape(-1).view(np.uint8))
+            part[...] = full[: stored.rows]
     return out
 
 
@@ -219,15 +303,16 @@ class LoadTimes:
 
 
 class ChunkLoader:
-    """Loads one chunk as a C-contiguous float32 ``[stored_rows, features]`` array.
+    """Loads one stored chunk as a C-contiguous float32 ``[stored_rows, features]`` array.
 
-    Raw chunks of a local store are memory-mapped (read-only, with readahead advice);
-    other chunks are read (local files mapped too, other fsspec URLs with one request
-    each) and decoded, into a recycled buffer when the caller
-    passes one (fresh memory costs a page fault per 4 KiB, which on a VM is as slow as
-    decoding). Then the selected feature columns are kept and the normalization applied,
-    never writing into a mapped file. Every step that can take long releases the GIL, so
-    loads run in parallel threads.
+    Raw chunks of a local store are memory-mapped (read-only): a segment's chunk file with
+    readahead advice, a pack's byte range by mapping its shard without touching any page
+    outside the range (the kernel is asked to read just the range ahead). Other chunks are
+    read (local files mapped too, other fsspec URLs with one request each, ranged for a
+    pack) and decoded, into a recycled buffer when the caller passes one (fresh memory
+    costs a page fault per 4 KiB, which on a VM is as slow as decoding). Then the selected
+    feature columns are kept and the normalization applied, never writing into a mapped
+    file. Every step that can take long releases the GIL, so loads run in parallel threads.
 
     Parameters
     ----------
@@ -238,7 +323,8 @@ class ChunkLoader:
     scale
         ``(mean, std)`` per kept column to apply, or ``None``.
     verify
-        Hash every chunk's stored bytes and compare with the manifest.
+        Hash every chunk's stored bytes and compare with the recorded sha256 (a segment's
+        manifest, a pack's ``chunk_sha256``).
     """
 
     def __init__(
@@ -253,7 +339,7 @@ class ChunkLoader:
         self._columns = columns
         self._scale = scale
         self._verify = verify
-        self._arrays: dict[str, zarr.Array[Any]] = {}
+        self._arrays: dict[tuple[str, str], zarr.Array[Any]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -266,14 +352,14 @@ class ChunkLoader:
         return file.stored_rows * kept * 4
 
     def load(self, file: ChunkFile, out: Floats | None = None) -> tuple[Floats, LoadTimes]:
-        """The chunk's rows, ready to gather from, and what loading them cost.
+        """The stored chunk's rows (all ``stored_rows``, whatever ``file.skip``), ready to
+        gather from, and what loading them cost.
 
         ``out`` is a spare C-contiguous float32 buffer of ``file.nbytes`` bytes to decode
         into (ignored for memory-mapped chunks, or when it does not fit).
         """
         times = LoadTimes()
         started = time.perf_counter()
-        where = self._location.display(file.rel)
         mapped = False
         if file.codec == "zarr":
             values = self._through_zarr(file)
@@ -282,32 +368,29 @@ class ChunkLoader:
             values = _target(out, file)
             values.fill(np.nan)
         elif file.codec == "raw" and self._location.is_local and not self._verify:
-            values = self._map(file, where)
+            stored = self._map_local(file, self._where(file), populate=False)
+            values = stored.view(np.float32).reshape(file.stored_rows, file.n_features)
             mapped = True
             times.bytes_read = file.nbytes
             times.fetch_s = time.perf_counter() - started
         else:
-            stored = self._read(file, where)
-            times.bytes_read = len(stored)
-            times.fetch_s = time.perf_counter() - started
-            if self._verify and file.sha256 is not None:
-                raw = stored if isinstance(stored, bytes) else stored.data
-                digest = hashlib.sha256(raw).hexdigest()
-                if digest != file.sha256:
-                    raise StoreCorruptError(
-                        f"{where}: sha256 {digest[:16]} != {file.sha256[:16]} in the manifest",
-                        [(file.rel, "hash mismatch")],
-                    )
-            decoded = time.perf_counter()
-            values = self._decode(file, stored, where, out)
-            times.decode_s = time.perf_counter() - decoded
+            values = _target(out, file)
+            times = self._read(file, values.reshape(-1).view(np.uint8))
         prepared = time.perf_counter()
         values = self._prepare(values, private=not mapped)
         times.prepare_s = time.perf_counter() - prepared
         return values, times
 
+    def read_into(self, file: ChunkFile, out: Bytes) -> None:
+        """Decode the stored chunk into ``out``, ``file.nbytes`` bytes (no column subset,
+        no normalization): how whole arrays (labels, timestamps) are read."""
+        if file.codec == "fill":  # Zarr writes no chunk of NaN alone (floats only)
+            out.view(np.float32).fill(np.nan)
+            return
+        self._read(file, out)
+
     def advise(self, file: ChunkFile) -> None:
-        """Ask the kernel to start reading a local chunk file that will be needed soon."""
+        """Ask the kernel to start reading a local chunk that will be needed soon."""
         if not self._location.is_local or not hasattr(os, "posix_fadvise"):
             return
         try:
@@ -315,37 +398,84 @@ class ChunkLoader:
         except OSError:
             return  # the load itself reports a missing file, with its name
         try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+            length = 0 if file.whole_file else file.stored.nbytes or 0
+            os.posix_fadvise(fd, file.stored.offset, length, os.POSIX_FADV_WILLNEED)
         finally:
             os.close(fd)
 
-    def _map(self, file: ChunkFile, where: str) -> Floats:
-        # Pages are faulted in by the gather, only those windows touch; the kernel is asked
-        # to read the whole file ahead so that cold pages are on their way.
-        mapped = self._map_local(file, where, check_size=True, populate=False)
-        # The array keeps the mapping alive (and no descriptor); it goes with the last view.
-        return mapped.view(np.float32).reshape(file.stored_rows, file.n_features)
+    def zarr_array(self, record: Record, array: str) -> zarr.Array[Any]:
+        """The record's ``array`` opened with zarr-python (kept open for later reads)."""
+        key = (record.path, array)
+        found = self._arrays.get(key)
+        if found is not None:
+            return found
+        opened: zarr.Array[Any] | None
+        if isinstance(record, SegmentRecord):
+            opened = getattr(self._version.open_segment(record), array)
+        else:
+            store = self._location.zarr_store(f"{record.path}/{array}", read_only=True)
+            opened = zarr.open_array(store, mode="r")
+        if opened is None:
+            raise StoreCorruptError(f"{describe(record)} has no array {array!r}")
+        self._arrays[key] = opened
+        return opened
 
-    def _read(self, file: ChunkFile, where: str) -> Stored:
-        """The chunk's stored bytes; a local file is mapped, its pages in place.
+    # -- reading and decoding ------------------------------------------------------------
+
+    def _where(self, file: ChunkFile) -> str:
+        where = self._location.display(file.rel)
+        if file.whole_file:
+            return where
+        chunk = f"chunk {file.index} of {file.owner}"
+        return f"{where} bytes {file.stored.offset}+{file.stored.nbytes} ({chunk})"
+
+    def _read(self, file: ChunkFile, out: Bytes) -> LoadTimes:
+        """Fetch the stored bytes, check their hash when verifying, decode them into ``out``."""
+        times = LoadTimes()
+        started = time.perf_counter()
+        where = self._where(file)
+        stored = self._fetch(file, where)
+        times.bytes_read = len(stored)
+        times.fetch_s = time.perf_counter() - started
+        if self._verify and file.sha256 is not None:
+            digest = hashlib.sha256(_buffer(stored)).hexdigest()
+            if digest != file.sha256:
+                recorded = "in the manifest" if file.whole_file else "recorded in the pack"
+                raise StoreCorruptError(
+                    f"{where}: sha256 {digest[:16]} != {file.sha256[:16]} {recorded}",
+                    [(file.rel, f"chunk {file.index} hash mismatch")],
+                )
+        decoded = time.perf_counter()
+        self._decode(file, stored, where, out)
+        times.decode_s = time.perf_counter() - decoded
+        return times
+
+    def _fetch(self, file: ChunkFile, where: str) -> Stored:
+        """The chunk's stored bytes; on a local disk mapped, its pages in place.
 
         Decoding straight from the page cache saves copying every stored byte into a
         buffer first (``read`` did: 9% of the CPU of an lz4 epoch). The mapping goes when
         the caller drops it.
         """
-        if not self._location.is_local:
-            try:
+        if self._location.is_local:
+            return self._map_local(file, where, populate=file.whole_file)
+        stored = file.stored
+        try:
+            if file.whole_file or stored.nbytes is None:
                 return self._location.read_bytes(file.rel)
-            except FileNotFoundError as exc:
-                raise _missing(file, where) from exc
-        return self._map_local(file, where, check_size=False, populate=True)
+            end = stored.offset + stored.nbytes
+            data = self._location.read_range(file.rel, stored.offset, end)
+        except FileNotFoundError as exc:
+            raise _missing(file, where) from exc
+        if len(data) != stored.nbytes:
+            raise _short(file, where, stored.offset + len(data))
+        return data
 
-    def _map_local(
-        self, file: ChunkFile, where: str, *, check_size: bool, populate: bool
-    ) -> npt.NDArray[np.uint8]:
-        """A local chunk file mapped read-only; a symlink is refused (a store holds plain
-        files), a missing file named. ``populate`` maps every page now, else the kernel is
-        asked to read the file ahead."""
+    def _map_local(self, file: ChunkFile, where: str, *, populate: bool) -> Bytes:
+        """A local chunk mapped read-only; a symlink is refused (a store holds plain files),
+        a missing file named. A chunk file is mapped whole (``populate`` maps every page
+        now, else the kernel is asked to read the file ahead); a byte range of a shard is
+        mapped up to its end without touching a page, and only the range is read ahead."""
         try:
             fd = os.open(self._location.path(file.rel), os.O_RDONLY | _NOFOLLOW)
         except FileNotFoundError as exc:
@@ -359,41 +489,44 @@ class ChunkLoader:
             ) from exc
         try:
             size = os.fstat(fd).st_size
-            if check_size:
-                _check_size(size, file, where)
-            if size == 0:
-                return _EMPTY
-            return map_file(fd, size, populate=populate, willneed=not populate)
+            stored = file.stored
+            if file.whole_file or stored.nbytes is None:
+                if file.codec == "raw":
+                    _check_size(size, file, where)
+                if size == 0:
+                    return _EMPTY
+                return map_file(fd, size, populate=populate, willneed=not populate)
+            end = stored.offset + stored.nbytes
+            if size < end:  # mapped pages past the end of a file fault with SIGBUS
+                raise _short(file, where, size)
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, stored.offset, stored.nbytes, os.POSIX_FADV_WILLNEED)
+            return map_file(fd, end, populate=False, willneed=False)[stored.offset : end]
         finally:
             os.close(fd)
 
-    def _decode(self, file: ChunkFile, stored: Stored, where: str, out: Floats | None) -> Floats:
-        out = _target(out, file)
+    def _decode(self, file: ChunkFile, stored: Stored, where: str, out: Bytes) -> None:
         if file.codec == "raw":
             _check_size(len(stored), file, where)
-            out.reshape(-1).view(np.uint8)[:] = np.frombuffer(stored, dtype=np.uint8)
-            return out
-        codec = numcodecs.Zstd() if file.codec == "zstd" else numcodecs.Blosc()
+            out[:] = np.frombuffer(stored, dtype=np.uint8)
+            return
+        why = check_frame(_buffer(stored), file.codec, file.nbytes, exact=True)
         try:
-            size = _decoded_size(file.codec, stored)
-            if size != file.nbytes:
-                raise ValueError(f"it decodes to {size} bytes, expected {file.nbytes}")
+            if why is not None:
+                raise ValueError(why)
+            codec = numcodecs.Zstd() if file.codec == "zstd" else numcodecs.Blosc()
             codec.decode(stored, out=out)  # numcodecs releases the GIL while decoding
         except (RuntimeError, ValueError, TypeError) as exc:
             raise StoreCorruptError(
                 f"{where}: cannot decode this {file.codec} chunk: {exc}",
                 [(file.rel, f"undecodable {file.codec} chunk")],
             ) from exc
-        return out
 
     def _through_zarr(self, file: ChunkFile) -> Floats:
-        array = self._arrays.get(file.segment.path)
-        if array is None:
-            array = self._version.open_segment(file.segment).values
-            self._arrays[file.segment.path] = array
-        lo = file.index * file.stored_rows
+        array = self.zarr_array(file.record, "values")
+        lo = file.stored.row_start
         out = np.full((file.stored_rows, file.n_features), np.nan, dtype=np.float32)
-        out[: file.rows] = array[lo : lo + file.rows]
+        out[: file.stored.rows] = array[lo : lo + file.stored.rows]
         return out
 
     def _prepare(self, values: Floats, *, private: bool) -> Floats:
@@ -410,6 +543,10 @@ class ChunkLoader:
         return np.ascontiguousarray(values, dtype=np.float32)
 
 
+def _buffer(stored: Stored) -> bytes | memoryview:
+    return stored if isinstance(stored, bytes) else stored.data
+
+
 def _target(out: Floats | None, file: ChunkFile) -> Floats:
     """Where ``file``'s chunk is decoded: ``out`` when it fits, else a fresh buffer."""
     shape = (file.stored_rows, file.n_features)
@@ -418,48 +555,23 @@ def _target(out: Floats | None, file: ChunkFile) -> Floats:
     return out if out.shape == shape else out.reshape(shape)
 
 
-def _decoded_size(codec: str, stored: Stored) -> int:
-    """The size a compressed chunk says it decodes to, read from its header (no decoding)."""
-    if codec == "blosc":
-        if len(stored) < 16:
-            raise ValueError(f"a blosc frame has a 16-byte header, got {len(stored)} bytes")
-        return int.from_bytes(bytes(stored[4:8]), "little")
-    size = _zstd_content_size(stored)
-    if size is None:
-        raise ValueError("the zstd frame does not record its content size")
-    return size
-
-
-def _zstd_content_size(frame: Stored) -> int | None:
-    """Content size from a zstd frame header (RFC 8878, section 3.1.1.1)."""
-    if len(frame) < 6 or bytes(frame[:4]) != b"\x28\xb5\x2f\xfd":
-        raise ValueError("not a zstd frame (bad magic number)")
-    descriptor = int(frame[4])
-    size_flag = descriptor >> 6
-    single_segment = (descriptor >> 5) & 1
-    dict_bytes = (0, 1, 2, 4)[descriptor & 3]
-    offset = 5 + (0 if single_segment else 1) + dict_bytes
-    width = (1 if single_segment else 0, 2, 4, 8)[size_flag]
-    if width == 0:
-        return None
-    if len(frame) < offset + width:
-        raise ValueError("truncated zstd frame header")
-    size = int.from_bytes(bytes(frame[offset : offset + width]), "little")
-    return size + 256 if width == 2 else size
-
-
 def _check_size(size: int, file: ChunkFile, where: str) -> None:
     if size != file.nbytes:
+        kind = "float32 features" if file.itemsize == 4 else "int64 values"
         raise StoreCorruptError(
             f"{where}: raw chunk of {size} bytes, expected {file.nbytes} "
-            f"({file.stored_rows} rows x {file.n_features} float32 features)",
+            f"({file.stored_rows} rows x {file.n_features} {kind})",
             [(file.rel, "wrong size")],
         )
 
 
 def _missing(file: ChunkFile, where: str) -> StoreCorruptError:
+    what = f"chunk {file.index} of {file.owner}" if file.whole_file else "the shard"
+    return StoreCorruptError(f"{where}: {what} is missing", [(file.rel, "missing")])
+
+
+def _short(file: ChunkFile, where: str, size: int) -> StoreCorruptError:
     return StoreCorruptError(
-        f"{where}: chunk {file.index} of segment {file.segment.symbol}/{file.segment.session} "
-        "is missing",
-        [(file.rel, "missing")],
+        f"{where}: the shard ends at byte {size:,}, before the chunk does",
+        [(file.rel, "shard too short")],
     )

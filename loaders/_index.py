@@ -1,19 +1,36 @@
-"""Which windows a dataset holds: segment runs, feature columns, normalization, valid starts."""
+"""Which windows a dataset holds: its sources, feature columns, normalization, valid starts."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
+from ticktensor._memory import fresh_buffer
 from ticktensor.errors import ConfigError
-from ticktensor.store import SegmentRecord, StoreVersion
+from ticktensor.store import PackIndex, PackRecord, SegmentRecord, StoreVersion
 
-__all__ = ["feature_columns", "normalization", "select_runs", "valid_starts"]
+from ._chunks import Record, SourcePart
 
+__all__ = [
+    "Source",
+    "Windows",
+    "feature_columns",
+    "normalization",
+    "pack_of",
+    "select_sources",
+    "source_symbols",
+    "symbol_table",
+    "window_starts",
+]
+
+Int32s = npt.NDArray[np.int32]
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
+Names = npt.NDArray[np.str_]
 
 
 def feature_columns(
@@ -52,84 +69,311 @@ def normalization(version: StoreVersion, names: tuple[str, ...]) -> tuple[Floats
     return mean, std
 
 
-def select_runs(
+@dataclass(frozen=True)
+class Source:
+    """What one source of a dataset reads: ``parts`` laid end to end, in time order.
+
+    A source is one segment, one pack (every selected symbol of a session: windows are
+    cut within each symbol's rows) or, with ``cross_gaps``, one symbol's rows of
+    consecutive sessions (whole segments and its row ranges of packs). ``phase`` is the
+    number of rows of the symbol's series before the first part that were left unread
+    (joined series only), so the stride grid does not depend on the time filter.
+    """
+
+    parts: tuple[SourcePart, ...]
+    phase: int = 0
+
+    @property
+    def symbol(self) -> str | None:
+        """The source's one symbol; ``None`` for a pack."""
+        return self.parts[0].symbol
+
+    @property
+    def rows(self) -> int:
+        return sum(part.rows for part in self.parts)
+
+
+def select_sources(
     version: StoreVersion,
     symbols: Sequence[str] | None,
     start: int | None,
     end: int | None,
     window: int,
     cross_gaps: bool,
-) -> tuple[list[list[SegmentRecord]], list[int]]:
-    """Group the segments to read into sources: one per segment, or per symbol when joined.
+) -> list[Source]:
+    """The sources to read, in order: segments by symbol then time, then packs by time;
+    with ``cross_gaps``, one source per symbol (its segments and pack rows by time).
 
-    Also returns each source's phase: the rows of the symbol's series before it that were
-    left unread (joined series only), so the stride grid does not depend on the time filter.
+    Packs are selected by their session's time range and, with a symbol filter, by
+    holding one of the symbols; which rows of a pack a dataset reads is decided per
+    symbol when windows are cut (:func:`window_starts`).
     """
     if symbols is not None:
         unknown = sorted(set(symbols) - set(version.symbols))
         if unknown:
             raise ConfigError(f"unknown symbol(s) {unknown}; the store has {list(version.symbols)}")
-    wanted = set(version.symbols if symbols is None else symbols)
-    runs: list[list[SegmentRecord]] = []
-    phases: list[int] = []
-    for symbol in sorted(wanted):
-        segs = sorted((s for s in version.segments if s.symbol == symbol), key=_time_key)
-        hits = [
-            i
-            for i, s in enumerate(segs)
-            if (start is None or s.ts_end >= start) and (end is None or s.ts_start < end)
+    wanted = sorted(set(version.symbols if symbols is None else symbols))
+    wanted_names = np.asarray(wanted, dtype=np.str_)
+
+    def in_range(record: Record) -> bool:
+        return (start is None or record.ts_end >= start) and (end is None or record.ts_start < end)
+
+    by_symbol: dict[str, list[SegmentRecord]] = {}
+    chosen = set(wanted)
+    for segment in version.segments:
+        if segment.symbol in chosen:
+            by_symbol.setdefault(segment.symbol, []).append(segment)
+    packs = sorted(version.packs, key=_time_key)
+    if not cross_gaps:
+        sources = [
+            Source((SourcePart(segment, 0, segment.rows, symbol),))
+            for symbol in wanted
+            for segment in sorted(by_symbol.get(symbol, ()), key=_time_key)
+            if in_range(segment)
         ]
+        sources.extend(
+            Source((SourcePart(pack, 0, pack.rows, None),))
+            for pack in packs
+            if in_range(pack)
+            and (symbols is None or _rows_of(version.pack_index(pack), wanted_names)[2].any())
+        )
+        return sources
+    ranges = [(pack, *_rows_of(version.pack_index(pack), wanted_names)) for pack in packs]
+    sources = []
+    for i, symbol in enumerate(wanted):
+        parts = [SourcePart(s, 0, s.rows, symbol) for s in by_symbol.get(symbol, ())]
+        parts += [
+            SourcePart(pack, int(lo[i]), int(hi[i]), symbol)
+            for pack, lo, hi, held in ranges
+            if held[i] and hi[i] > lo[i]
+        ]
+        parts.sort(key=lambda part: _time_key(part.record))
+        hits = [k for k, part in enumerate(parts) if in_range(part.record)]
         if not hits:
             continue
-        if not cross_gaps:
-            runs.extend([segs[i]] for i in hits)
-            phases.extend(0 for _ in hits)
-            continue
-        lo, need = hits[0], window - 1
-        while lo > 0 and need > 0:  # earlier segments only feed the first windows' rows
-            lo -= 1
-            need -= segs[lo].rows
-        runs.append(segs[lo : hits[-1] + 1])
-        phases.append(sum(s.rows for s in segs[:lo]))
-    return runs, phases
+        first, need = hits[0], window - 1
+        while first > 0 and need > 0:  # earlier parts only feed the first windows' rows
+            first -= 1
+            need -= parts[first].rows
+        phase = sum(part.rows for part in parts[:first])
+        sources.append(Source(tuple(parts[first : hits[-1] + 1]), phase))
+    return sources
 
 
-def _time_key(record: SegmentRecord) -> tuple[int, str]:
+def source_symbols(
+    version: StoreVersion, sources: Sequence[Source], wanted: Sequence[str] | None
+) -> tuple[str, ...]:
+    """The symbols the sources hold rows of (of ``wanted`` only, when given), sorted."""
+    found = {source.symbol for source in sources if source.symbol is not None}
+    packed = [
+        np.asarray(version.pack_index(pack_of(source)).symbols, dtype=np.str_)
+        for source in sources
+        if source.symbol is None
+    ]
+    if packed:
+        names = np.unique(np.concatenate(packed))
+        if wanted is not None:
+            names = names[np.isin(names, np.asarray(list(wanted), dtype=np.str_))]
+        found.update(names.tolist())
+    return tuple(sorted(found))
+
+
+def pack_of(source: Source) -> PackRecord:
+    """The pack a pack source reads."""
+    record = source.parts[0].record
+    if source.symbol is not None or not isinstance(record, PackRecord):
+        raise TypeError(f"source {source} reads no whole pack")
+    return record
+
+
+def _time_key(record: SegmentRecord | PackRecord) -> tuple[int, str]:
     return (record.ts_start, record.session)
 
 
-def valid_starts(
-    ts: Int64s | None,
+def _rows_of(index: PackIndex, names: Names) -> tuple[Int64s, Int64s, npt.NDArray[np.bool_]]:
+    """Rows ``[lo, hi)`` in the pack of each of ``names`` (sorted), and whether it holds it."""
+    held_names = np.asarray(index.symbols, dtype=np.str_)
+    at = np.minimum(np.searchsorted(held_names, names), held_names.shape[0] - 1)
+    held = held_names[at] == names
+    return index.offsets[at], index.offsets[at + 1], held
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Valid windows of a dataset's sources: ``source[i]``, first row ``start[i]``, and
+    how many windows each source holds (``counts``)."""
+
+    source: Int32s
+    start: Int64s
+    counts: Int64s
+
+
+def window_starts(
+    version: StoreVersion,
+    sources: Sequence[Source],
+    symbols: Sequence[str],
+    row_offset: Int64s,
     labels: Floats,
+    ts: Int64s | None,
     window: int,
     stride: int,
-    phase: int,
     start: int | None,
     end: int | None,
-) -> Int64s:
-    """First rows of the valid windows of one source whose row 0 is row ``phase``.
+) -> Windows:
+    """Every valid window of every source at once, in order (source by source, row by row).
 
-    ``ts`` is only needed (and read) when a time range is given.
+    A window lies within one symbol's rows: a pack's rows are cut per symbol (those of
+    ``symbols`` only), other sources whole. Candidates are every ``stride``-th row from
+    the start of each symbol's rows (shifted by a joined source's phase); a candidate is
+    kept when no label of its last row is NaN and, with a time range, the last row's
+    timestamp is in ``[start, end)``. ``labels`` and ``ts`` hold every source's rows laid
+    end to end, source ``s`` from row ``row_offset[s]``; ``ts`` is only needed (and read)
+    for a time range.
+
+    The work is a few passes over the rows and the windows: no Python per source or
+    symbol, and few large temporaries (fresh memory costs a page fault per 4 KiB).
     """
-    rows = labels.shape[0]
-    first = np.arange(-phase % stride, max(rows - window + 1, 0), stride, dtype=np.int64)
-    if first.size == 0:
-        return first
-    # The last rows form an arithmetic progression: strided views, no fancy-index copies.
-    last = slice(int(first[0]) + window - 1, int(first[-1]) + window, stride)
-    keep = np.ones(first.shape[0], dtype=bool)
+    block_source, block_row, block_rows, block_phase = _blocks(version, sources, symbols)
+    total_rows = labels.shape[0]
+    block_first = row_offset[block_source] + block_row  # flat row of each block's row 0
+    ends = _window_ends(labels, ts, start, end)[window - 1 :]  # ends[p]: a window at p ends well
+    if stride == 1:
+        flat = _every_start(block_first, np.maximum(block_rows - window + 1, 0), ends)
+    else:
+        first = -block_phase % stride
+        span = block_rows - window - first
+        count = np.where(span >= 0, span // stride + 1, 0)
+        total = int(count.sum())
+        # Per block a base, then every stride-th row.
+        base = block_first + first - (np.cumsum(count) - count) * stride
+        flat = np.repeat(base, count)
+        flat += np.arange(0, total * stride, stride, dtype=np.int64)
+        flat = flat[ends[flat]]
+    # Flat starts are sorted, sources laid end to end: a searchsorted counts per source.
+    bounds = np.searchsorted(flat, np.append(row_offset, total_rows))
+    counts = np.diff(bounds).astype(np.int64)
+    source = fresh_buffer((flat.shape[0],), np.int32)
+    for s in np.flatnonzero(counts).tolist():  # in place: no other array of every window
+        lo, hi = int(bounds[s]), int(bounds[s + 1])
+        source[lo:hi] = s
+        flat[lo:hi] -= row_offset[s]
+    return Windows(source, flat, counts)
+
+
+_ROWS_AT_ONCE: Final = 1 << 20
+
+
+def _every_start(block_first: Int64s, count: Int64s, ends: npt.NDArray[np.bool_]) -> Int64s:
+    """Flat rows ``p`` in ``[block_first[b], block_first[b] + count[b])`` of some block
+    with ``ends[p]``, sorted.
+
+    The ranges are marked with +1/-1 edges and a running sum. The result (every window
+    of the dataset) is written into memory whose pages are mapped at once, a slice of
+    rows at a time: faulting in hundreds of MB page by page costs more than the rest.
+    """
+    rows = ends.shape[0]
+    edges = np.zeros(rows + 1, dtype=np.int8)
+    some = count > 0
+    edges[block_first[some]] += 1
+    edges[np.minimum(block_first + count, rows)[some]] -= 1
+    candidate = fresh_buffer((rows,), np.int8)
+    np.cumsum(edges[:-1], dtype=np.int8, out=candidate)
+    mask = candidate.view(np.bool_)
+    mask &= ends
+    flat = fresh_buffer((int(np.count_nonzero(mask)),), np.int64)
+    at = 0
+    for lo in range(0, rows, _ROWS_AT_ONCE):
+        found = np.flatnonzero(mask[lo : lo + _ROWS_AT_ONCE])
+        found += lo
+        flat[at : at + found.shape[0]] = found
+        at += found.shape[0]
+    return flat
+
+
+def _window_ends(
+    labels: Floats, ts: Int64s | None, start: int | None, end: int | None
+) -> npt.NDArray[np.bool_]:
+    """Whether a window may end at each row: its labels are all known (not NaN) and, with a
+    time range, its timestamp is in ``[start, end)``."""
+    ends = fresh_buffer((labels.shape[0],), np.bool_)
     if labels.shape[1] == 1:
-        keep &= ~np.isnan(labels[last, 0])
+        np.isnan(labels[:, 0], out=ends)
+        np.logical_not(ends, out=ends)
     elif labels.shape[1]:
-        keep &= ~np.isnan(labels[last]).any(axis=1)
+        np.any(np.isnan(labels), axis=1, out=ends)
+        np.logical_not(ends, out=ends)
+    else:
+        ends.fill(True)
     if start is not None or end is not None:
         if ts is None:
-            raise ValueError("valid_starts: a time range needs the timestamps")
+            raise ValueError("window_starts: a time range needs the timestamps")
         if start is not None:
-            keep &= ts[last] >= start
+            ends &= ts >= start
         if end is not None:
-            keep &= ts[last] < end
-    if keep.all():
-        return first
-    kept: Int64s = first[keep]
-    return kept
+            ends &= ts < end
+    return ends
+
+
+def _blocks(
+    version: StoreVersion, sources: Sequence[Source], symbols: Sequence[str]
+) -> tuple[Int64s, Int64s, Int64s, Int64s]:
+    """Runs of rows that windows may not cross: ``(source, first row, rows, phase)`` each.
+
+    One per source, or one per selected symbol of a pack (its rows in the pack).
+    """
+    names = np.asarray(symbols, dtype=np.str_)
+    parts: list[Int64s] = []
+    single: list[tuple[int, int, int, int]] = []
+    for s, source in enumerate(sources):
+        if source.symbol is not None:
+            single.append((s, 0, source.rows, source.phase))
+            continue
+        if single:
+            parts.append(np.asarray(single, dtype=np.int64))
+            single = []
+        index = version.pack_index(pack_of(source))
+        held = np.isin(np.asarray(index.symbols, dtype=np.str_), names)
+        lo = index.offsets[:-1][held]
+        rows = np.diff(index.offsets)[held]
+        parts.append(
+            np.stack([np.full(lo.shape, s), lo, rows, np.zeros_like(lo)], axis=1).astype(np.int64)
+        )
+    if single:
+        parts.append(np.asarray(single, dtype=np.int64))
+    table = np.concatenate(parts) if parts else np.empty((0, 4), dtype=np.int64)
+    return table[:, 0], table[:, 1], table[:, 2], table[:, 3]
+
+
+def symbol_table(
+    version: StoreVersion, sources: Sequence[Source], symbols: Sequence[str], row_offset: Int64s
+) -> tuple[Int32s, Int64s, Int32s]:
+    """Which symbol each row of the sources laid end to end belongs to.
+
+    Returns ``(source_symbol, rows, ids)``: the index into ``symbols`` of each source's
+    one symbol (``-1`` for a pack), and for the packs' rows the flat row where each
+    symbol's rows begin (sorted) with its index (``-1``: not one of ``symbols``).
+    """
+    names = np.asarray(symbols, dtype=np.str_)
+    source_symbol = np.full(len(sources), -1, dtype=np.int32)
+    single = [(s, source.symbol) for s, source in enumerate(sources) if source.symbol is not None]
+    if single:
+        at, held = zip(*single, strict=True)
+        source_symbol[list(at)] = _ids(names, np.asarray(held, dtype=np.str_))
+    rows: list[Int64s] = []
+    ids: list[Int32s] = []
+    for s, source in enumerate(sources):
+        if source.symbol is None:
+            index = version.pack_index(pack_of(source))
+            rows.append(row_offset[s] + index.offsets[:-1])
+            ids.append(_ids(names, np.asarray(index.symbols, dtype=np.str_)))
+    if not rows:
+        return source_symbol, np.empty(0, np.int64), np.empty(0, np.int32)
+    return source_symbol, np.concatenate(rows), np.concatenate(ids)
+
+
+def _ids(names: Names, wanted: Names) -> Int32s:
+    """Index of each of ``wanted`` in the sorted ``names``; ``-1`` where absent."""
+    if names.shape[0] == 0:
+        return np.full(wanted.shape, -1, dtype=np.int32)
+    at = np.minimum(np.searchsorted(names, wanted), names.shape[0] - 1)
+    return np.where(names[at] == wanted, at, -1).astype(np.int32)

@@ -16,17 +16,21 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import Dataset
 
+from ticktensor._memory import fresh_buffer
 from ticktensor.errors import ConfigError
 from ticktensor.kernels import ChunkGather, SamplePrefetcher, ThreadPool
 from ticktensor.loaders._cache import ChunkCache
-from ticktensor.loaders._chunks import ChunkIndex, ChunkLoader, read_array
+from ticktensor.loaders._chunks import ChunkIndex, ChunkLoader, Record, SourcePart, read_array
 from ticktensor.loaders._index import (
+    Source,
     feature_columns,
     normalization,
-    select_runs,
-    valid_starts,
+    select_sources,
+    source_symbols,
+    symbol_table,
+    window_starts,
 )
-from ticktensor.store import SegmentRecord, StoreVersion
+from ticktensor.store import StoreVersion
 
 __all__ = ["WindowDataset"]
 
@@ -42,13 +46,17 @@ _ABANDONED: list[object] = []  # a forked child's copies of its parent's threads
 class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     """Every valid window of ``window`` consecutive rows of a store version, as samples.
 
-    Sample ``i`` is rows ``[s, s + window)`` of the selected features of one source
-    (one segment, or with ``cross_gaps=True`` the joined segments of one symbol); its
-    label is the labels row of the window's *last* row ``s + window - 1``, so no feature
-    comes after the time the label is attached to (point-in-time). Valid starts are
-    every ``stride``-th row from the start of each source; a start is dropped when any
-    label of its last row is NaN (no future available) or the last row's timestamp falls
-    outside ``[start, end)``.
+    Sample ``i`` is rows ``[s, s + window)`` of the selected features of one source: one
+    segment, one pack (a session of every symbol, rows sorted by (symbol, ts)), or with
+    ``cross_gaps=True`` one symbol's rows of consecutive sessions (its segments and its
+    rows of packs, joined). A window never crosses symbols. Its label is the labels row
+    of the window's *last* row ``s + window - 1``, so no feature comes after the time
+    the label is attached to (point-in-time). Valid starts are every ``stride``-th row
+    from the start of each symbol's rows of a source; a start is dropped when any label
+    of its last row is NaN (no future available) or the last row's timestamp falls
+    outside ``[start, end)``. Samples are in source order, then row order: segments by
+    symbol then time, then packs by time (within a pack by symbol, then time); with
+    ``cross_gaps``, by symbol, then time.
 
     Timestamps and labels are read when the dataset is built; feature rows stay in the
     store and are loaded chunk by chunk into a byte-budgeted cache when a batch needs
@@ -76,7 +84,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     start, end
         Keep samples whose window's last timestamp is in ``[start, end)`` (ns UTC).
     cross_gaps
-        Join consecutive segments of one symbol so windows may span session gaps.
+        Join consecutive sessions of one symbol (segments, and its rows of packs) so
+        windows may span session gaps.
     normalize
         Apply the version's feature statistics: ``(x - mean) / std`` per feature (a
         zero or non-finite ``std`` divides by 1).
@@ -89,13 +98,15 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         quarter of physical memory and at least 256 MiB). A batch that needs more
         chunks than fit still gets them (counted in ``cache_stats()["over_budget"]``).
     verify
-        Hash each chunk's stored bytes when it is loaded and compare with the manifest
-        (raw chunks are then read instead of memory-mapped).
+        Hash each chunk's stored bytes when it is loaded and compare with the recorded
+        hash (a segment's manifest record, a pack's ``chunk_sha256``); raw chunks are then
+        read instead of memory-mapped.
 
     Attributes
     ----------
     sample_segment, sample_start
-        ``int32[N]`` source index and ``int64[N]`` first row of each sample.
+        ``int32[N]`` source index and ``int64[N]`` first row of each sample, a row of its
+        source (of a pack source: a row of the pack).
     sample_ts, sample_first_ts
         ``int64[N]`` timestamps of each window's last and first row (derived on first
         use, like the next two).
@@ -110,7 +121,12 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     chunks
         The :class:`~ticktensor.loaders._chunks.ChunkIndex` of the sources' feature chunks.
     records
-        Per source, the segment records it was read from (one unless ``cross_gaps``).
+        Per source, the records it reads, in time order: one segment, one pack, or with
+        ``cross_gaps`` the segments and packs holding the symbol's sessions.
+    source_parts
+        Per source, which rows of each record it reads
+        (:class:`~ticktensor.loaders._chunks.SourcePart`): a whole segment or pack, or one
+        symbol's rows of a pack.
     """
 
     sample_segment: Int32s
@@ -148,14 +164,14 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         self.normalize = bool(normalize)
         self.feature_names, columns = feature_columns(version, features)
         self.label_names = tuple(version.label_names)
-        runs, phases = select_runs(version, symbols, start, end, self.window, self.cross_gaps)
+        sources = select_sources(version, symbols, start, end, self.window, self.cross_gaps)
         scale = normalization(version, self.feature_names) if normalize else None
         self.threads = int(threads or os.cpu_count() or 1)
         # Labels are read at open through the chunk loader's fast path, not zarr-python.
         self._label_loader = ChunkLoader(version, None, None, verify=bool(verify))
-        self._build(runs, phases, start, end)
+        self._build(sources, symbols, start, end)
         self._loader = ChunkLoader(version, columns, scale, verify=bool(verify))
-        total = sum(self._loader.nbytes(f) for f in self.chunks.files)
+        total = sum(self._loader.nbytes(f) for f in self.chunks.loads)
         self.cache_bytes = int(cache_bytes or min(total, max(_MIN_CACHE_BYTES, _ram() // 4)))
         self._pool = pool if pool is not None else ThreadPool(os.cpu_count() or 1)
         self._start_engine()
@@ -173,51 +189,118 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
     def _build(
         self,
-        runs: list[list[SegmentRecord]],
-        phases: list[int],
+        sources: list[Source],
+        wanted: Sequence[str] | None,
         start: int | None,
         end: int | None,
     ) -> None:
-        """Read each run's labels (and timestamps for a time range), then index its windows.
+        """Read the sources' labels (and timestamps for a time range), then index their
+        windows, every source at once (no Python per symbol or session).
 
         Only ``sample_segment`` and ``sample_start`` are stored per sample; the other
         per-sample arrays are derived from them on first use (D1's 16 M samples would
         otherwise hold 640 MB of index).
         """
-        symbols = sorted({run[0].symbol for run in runs})
-        labels_parts: list[Floats] = []
-        self.records: list[tuple[SegmentRecord, ...]] = []
-        segment_parts: list[Int32s] = []
-        start_parts: list[Int64s] = []
-        source_symbol: list[int] = []
-        rows: list[int] = []
-        timed = start is not None or end is not None
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-open") as pool:
-            label_runs = list(pool.map(self._read_labels, runs))
-            ts_runs = list(pool.map(self._read_ts, runs)) if timed else [None] * len(runs)
-        for run, phase, labels, ts in zip(runs, phases, label_runs, ts_runs, strict=True):
-            first = valid_starts(ts, labels, self.window, self.stride, phase, start, end)
-            if first.size == 0:
-                continue
-            segment_parts.append(np.full(first.size, len(self.records), np.int32))
-            start_parts.append(first)
-            source_symbol.append(symbols.index(run[0].symbol))
-            labels_parts.append(labels)
-            rows.append(labels.shape[0])
-            self.records.append(tuple(run))
-        if not self.records:
+        if not sources:
             raise ConfigError(
-                f"no samples left: {len(runs)} segment run(s) selected, window {self.window}, "
+                f"no samples left: no segment or pack of the selected symbols overlaps the "
+                f"time range [{start}, {end})"
+            )
+        symbols = source_symbols(self.version, sources, wanted)
+        rows = np.asarray([source.rows for source in sources], dtype=np.int64)
+        offset = _offsets(rows)
+        parts = [source.parts for source in sources]
+        timed = start is not None or end is not None
+        labels = self._read_rows(parts, offset, "labels")
+        ts = self._read_rows(parts, offset, "ts") if timed else None
+        found = window_starts(
+            self.version,
+            sources,
+            symbols,
+            offset,
+            labels,
+            ts,
+            self.window,
+            self.stride,
+            start,
+            end,
+        )
+        if found.source.size == 0:
+            raise ConfigError(
+                f"no samples left: {len(sources)} source(s) selected, window {self.window}, "
                 f"stride {self.stride}, time range [{start}, {end}); windows need enough rows "
                 "and a non-NaN label at their last row"
             )
-        self.symbols = tuple(symbols)
-        self.chunks = ChunkIndex(self.version, [list(r) for r in self.records])
-        self._source_symbol = np.asarray(source_symbol, dtype=np.int32)
-        self.sample_segment = _frozen(np.concatenate(segment_parts))
-        self.sample_start = _frozen(np.concatenate(start_parts).astype(np.int64, copy=False))
-        self._label_offset = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
-        self._labels_flat = np.concatenate(labels_parts)
+        sample_source = found.source
+        kept = np.flatnonzero(found.counts)
+        if kept.size < len(sources):  # sources without a sample are left out
+            renumber = np.full(len(sources), -1, dtype=np.int32)
+            renumber[kept] = np.arange(kept.size, dtype=np.int32)
+            sample_source = renumber[sample_source]
+            labels = np.concatenate([labels[offset[s] : offset[s] + rows[s]] for s in kept])
+            sources = [sources[s] for s in kept]
+            offset = _offsets(rows[kept])
+        elif ts is not None:
+            self.__dict__["_ts_flat"] = ts
+        self.symbols = symbols
+        self.source_parts: list[tuple[SourcePart, ...]] = [source.parts for source in sources]
+        self.records: list[tuple[Record, ...]] = [
+            tuple(part.record for part in source.parts) for source in sources
+        ]
+        self.chunks = ChunkIndex(self.version, self.source_parts)
+        self._set_symbols(sources, offset)
+        self.sample_segment = _frozen(sample_source)
+        self.sample_start = _frozen(found.start)
+        self._label_offset = offset
+        self._labels_flat = labels
+
+    def _set_symbols(self, sources: Sequence[Source], offset: Int64s) -> None:
+        """The tables :attr:`sample_symbol` is derived from."""
+        self._source_symbol, self._symbol_rows, self._symbol_ids = symbol_table(
+            self.version, sources, self.symbols, offset
+        )
+
+    def _read_rows(
+        self, parts: Sequence[Sequence[SourcePart]], offset: Int64s, array: str
+    ) -> npt.NDArray[Any]:
+        """The ``labels`` or ``ts`` rows of every source, laid end to end (source ``s``
+        from row ``offset[s]``); each segment or pack is read once, on the open threads.
+        Labels of records stored without are NaN."""
+        total = int(offset[-1] + sum(p.rows for p in parts[-1])) if parts else 0
+        # Hundreds of MB for wide stores: mapped at once rather than faulted page by page.
+        if array == "ts":
+            out: npt.NDArray[Any] = fresh_buffer((total,), np.int64)
+        else:
+            out = fresh_buffer((total, self.n_labels), np.float32)
+            if not self.n_labels:
+                return out
+        jobs: dict[str, tuple[Record, list[tuple[int, int, int]]]] = {}
+        for first, source in zip(offset.tolist(), parts, strict=True):
+            at = first
+            for part in source:
+                job = jobs.setdefault(part.record.path, (part.record, []))
+                job[1].append((part.lo, part.hi, at))
+                at += part.rows
+
+        def read(job: tuple[Record, list[tuple[int, int, int]]]) -> None:
+            record, pieces = job
+            if array == "labels" and not record.label_names:
+                for lo, hi, at in pieces:
+                    out[at : at + hi - lo] = np.nan
+                return
+            if len(pieces) == 1 and pieces[0][:2] == (0, record.rows):
+                at = pieces[0][2]
+                read_array(
+                    self._label_loader, self.version, record, array, out[at : at + record.rows]
+                )
+                return
+            whole = read_array(self._label_loader, self.version, record, array)
+            for lo, hi, at in pieces:
+                out[at : at + hi - lo] = whole[lo:hi]
+
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-open") as pool:
+            list(pool.map(read, jobs.values()))
+        return out
 
     @property
     def labels_sources(self) -> list[Floats]:
@@ -229,9 +312,17 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         ]
 
     @functools.cached_property
+    def _ts_flat(self) -> Int64s:
+        """Every source's timestamps, laid end to end as the labels are."""
+        return self._read_rows(self.source_parts, self._label_offset, "ts")
+
+    @functools.cached_property
     def ts_sources(self) -> list[Int64s]:
         """Per source, its timestamps ``int64 [rows]`` (read again from the store on first use)."""
-        return [self._read_ts(list(run)) for run in self.records]
+        ends = [*self._label_offset[1:].tolist(), self._labels_flat.shape[0]]
+        return [
+            self._ts_flat[lo:hi] for lo, hi in zip(self._label_offset.tolist(), ends, strict=True)
+        ]
 
     @functools.cached_property
     def sample_ts(self) -> Int64s:
@@ -246,7 +337,13 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     @functools.cached_property
     def sample_symbol(self) -> Int32s:
         """``int32[N]`` index into :attr:`symbols` of each sample."""
-        return _frozen(self._source_symbol[self.sample_segment])
+        ids = self._source_symbol[self.sample_segment]
+        packed = ids < 0  # samples of pack sources: the symbol of the first row's rows
+        if packed.any():
+            rows = self._label_offset[self.sample_segment[packed]] + self.sample_start[packed]
+            at = np.searchsorted(self._symbol_rows, rows, side="right") - 1
+            ids[packed] = self._symbol_ids[at]
+        return _frozen(ids)
 
     @functools.cached_property
     def sample_chunk(self) -> Int64s:
@@ -254,31 +351,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return _frozen(self.chunks.chunk_of(self.sample_segment, self.sample_start))
 
     def _sample_timestamps(self, row: int) -> Int64s:
-        ts = np.concatenate(self.ts_sources)
-        return _frozen(ts[self._label_offset[self.sample_segment] + self.sample_start + row])
-
-    def _read_ts(self, run: list[SegmentRecord]) -> Int64s:
-        """A run's timestamps."""
-        parts = [np.asarray(self.version.open_segment(r).ts[...], np.int64) for r in run]
-        return np.concatenate(parts)
-
-    def _read_labels(self, run: list[SegmentRecord]) -> Floats:
-        """A run's labels (``NaN`` for segments stored without)."""
-        n_labels = len(self.label_names)
-        parts = []
-        for record in run:
-            fast = (
-                read_array(self._label_loader, self.version, record, "labels") if n_labels else None
-            )
-            if fast is not None:
-                parts.append(fast)
-                continue
-            stored = self.version.open_segment(record).labels
-            if stored is None:
-                parts.append(np.full((record.rows, n_labels), np.nan, np.float32))
-            else:
-                parts.append(np.asarray(stored[...], dtype=np.float32))
-        return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+        rows = self._label_offset[self.sample_segment] + self.sample_start + row
+        return _frozen(self._ts_flat[rows])
 
     # -- sizes -------------------------------------------------------------------------
 
@@ -294,7 +368,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
     @property
     def n_sources(self) -> int:
-        """Sources (segments, or joined runs of segments) the samples come from."""
+        """Sources (segments, packs, or joined sessions of one symbol) the samples come from."""
         return len(self.records)
 
     @property
@@ -436,12 +510,15 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def load_chunk(self, chunk: int) -> Floats:
         """Chunk ``chunk`` of :attr:`chunks` as ``float32 [stored_rows, F]``, outside the cache.
 
-        Feature subset and normalization are applied; rows past the chunk's own
-        (``chunks.files[chunk].rows``) are padding. For engines that keep chunks elsewhere
-        (a device, another process).
+        Feature subset and normalization are applied; the first row is the chunk's first
+        (a chunk that starts inside its stored chunk skips the rows before), and rows past
+        the chunk's own (``chunks.files[chunk].rows``) are padding or other symbols' rows.
+        For engines that keep chunks elsewhere (a device, another process).
         """
-        values, _ = self._loader.load(self.chunks.files[int(chunk)])
-        return values
+        index = self.chunks
+        values, _ = self._loader.load(index.loads[int(index.load_of[chunk])])
+        skip = int(index.skips[chunk])
+        return values[skip:] if skip else values
 
     @property
     def labels(self) -> Floats:
@@ -523,36 +600,34 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
                 np.concatenate([p.sample_segment for p in parts]),
                 np.concatenate([p.sample_start for p in parts]),
             )
-        sources: dict[tuple[str, ...], int] = {}  # a source's segment paths -> its number
-        runs: list[tuple[SegmentRecord, ...]] = []
+        sources: dict[tuple[tuple[str, int, int], ...], int] = {}  # a source's rows -> number
+        runs: list[tuple[SourcePart, ...]] = []
         labels: list[Floats] = []
         segments: list[Int32s] = []
         for part in parts:
             rows = np.diff(np.append(part._label_offset, part._labels_flat.shape[0]))
-            local = np.empty(len(part.records), dtype=np.int32)
-            for s, records in enumerate(part.records):
-                key = tuple(record.path for record in records)
+            local = np.empty(len(part.source_parts), dtype=np.int32)
+            for s, source in enumerate(part.source_parts):
+                key = tuple((p.record.path, p.lo, p.hi) for p in source)
                 if key not in sources:
                     sources[key] = len(sources)
-                    runs.append(records)
+                    runs.append(source)
                     lo = int(part._label_offset[s])
                     labels.append(part._labels_flat[lo : lo + int(rows[s])])
                 local[s] = sources[key]
             segments.append(local[part.sample_segment])
         merged = object.__new__(cls)
         merged.__dict__.update({k: v for k, v in first.__dict__.items() if k not in _PER_SOURCE})
-        merged.records = runs
-        merged.symbols = tuple(sorted({run[0].symbol for run in merged.records}))
-        merged._source_symbol = np.asarray(
-            [merged.symbols.index(run[0].symbol) for run in merged.records], dtype=np.int32
-        )
-        merged.chunks = ChunkIndex(merged.version, [list(run) for run in merged.records])
-        counts = [block.shape[0] for block in labels]
-        merged._label_offset = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        merged.source_parts = runs
+        merged.records = [tuple(p.record for p in run) for run in runs]
+        merged.symbols = tuple(sorted({name for part in parts for name in part.symbols}))
+        merged.chunks = ChunkIndex(merged.version, merged.source_parts)
+        merged._label_offset = _offsets(np.asarray([b.shape[0] for b in labels], dtype=np.int64))
         merged._labels_flat = np.concatenate(labels)
+        merged._set_symbols([Source(run) for run in runs], merged._label_offset)
         merged.sample_segment = _frozen(np.concatenate(segments).astype(np.int32))
         merged.sample_start = _frozen(np.concatenate([p.sample_start for p in parts]))
-        total = sum(merged._loader.nbytes(f) for f in merged.chunks.files)
+        total = sum(merged._loader.nbytes(f) for f in merged.chunks.loads)
         merged.cache_bytes = int(min(total, sum(p.cache_bytes for p in parts)))
         merged._start_engine()
         _LIVE.add(merged)
@@ -593,7 +668,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_pool"] = self._pool.size
-        for name in ("_gather", "_cache", "sources", "ts_sources"):
+        for name in ("_gather", "_cache", "sources", "ts_sources", "_ts_flat"):
             state.pop(name, None)
         return state
 
@@ -656,7 +731,7 @@ def _ram() -> int:
 
 _DERIVED = ("sample_ts", "sample_first_ts", "sample_symbol", "sample_chunk")
 # What a concatenation of datasets over other sources computes anew.
-_PER_SOURCE = (*_DERIVED, "ts_sources", "sources", "_gather", "_cache")
+_PER_SOURCE = (*_DERIVED, "ts_sources", "_ts_flat", "sources", "_gather", "_cache")
 
 
 def _concat_mismatch(a: WindowDataset, b: WindowDataset) -> str:
@@ -676,6 +751,11 @@ def _concat_mismatch(a: WindowDataset, b: WindowDataset) -> str:
         for name, (mine, theirs) in checks.items()
         if mine != theirs
     )
+
+
+def _offsets(rows: Int64s) -> Int64s:
+    """Where each of blocks of ``rows`` rows starts when they are laid end to end."""
+    return np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
 
 
 def _frozen(array: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -13,7 +13,7 @@ import zarr
 from ticktensor import DataLoader
 from ticktensor.errors import StoreCorruptError
 from ticktensor.loaders import BlockShuffleOrder, FastOptions, WindowDataset
-from ticktensor.loaders._chunks import ChunkLoader, _segment_chunks, read_array
+from ticktensor.loaders._chunks import ChunkFile, ChunkLoader, read_array
 from ticktensor.store import Codec, StoreVersion
 
 from .test_dataset import FEATURES, build_store
@@ -100,9 +100,8 @@ def test_chunks_of_nan_that_zarr_did_not_write_read_as_nan(tmp_path: Path) -> No
     values[4:8] = np.nan
     del record.files["values/c/1/0"]
     (Path(version.location.path(f"{record.path}/values/c/1/0"))).unlink(missing_ok=True)
-    window = ChunkLoader(version, None, None).load(
-        next(f for f in _segment_chunks(version, record) if f.index == 1)
-    )[0]
+    stored = version.chunk_map(record, "values").chunks[1]
+    window = ChunkLoader(version, None, None).load(ChunkFile(stored, record, 0, stored.rows))[0]
     assert np.isnan(window).all()
 
 
