@@ -63,6 +63,7 @@ def test_a_real_full_disk_loses_nothing(work: Workload) -> None:
 def test_damaged_files_are_named(work: Workload) -> None:
     outcomes = damaged_files(work)
     assert {o.fault for o in outcomes} >= {"altered-chunk", "io-error", "missing-file"}
+    assert {o.point for o in outcomes} >= {"read_pack(verify=True)", "pack group"}  # packs
     assert _failed(outcomes) == []
 
 

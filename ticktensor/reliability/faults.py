@@ -56,7 +56,7 @@ class FaultOutcome:
 class _Reference:
     """What a clean conversion of day two publishes."""
 
-    segments: frozenset[tuple[str, str, str]]
+    features: frozenset[tuple[str, str, str]]
     tables: frozenset[str]
     rows_read: int
     rows_stored: int
@@ -64,16 +64,19 @@ class _Reference:
 
 
 def _content(v: StoreVersion) -> tuple[frozenset[tuple[str, str, str]], frozenset[str]]:
-    segs = frozenset((s.symbol, s.session, s.content_hash) for s in v.segments)
-    return segs, frozenset(t.path for t in v.tables)
+    """The version's feature records (segments and packs, by content hash) and tables."""
+    features = frozenset((s.symbol, s.session, s.content_hash) for s in v.segments) | frozenset(
+        ("*", p.session, p.content_hash) for p in v.packs
+    )
+    return features, frozenset(t.path for t in v.tables)
 
 
 def reference_rows(work: Workload) -> _Reference:
     """Run the day-two conversion cleanly once, on a copy."""
     store = work.fresh_store("reference")
     result = Workload.ingest(str(store), work.day2)
-    segs, tabs = _content(result.version)
-    return _Reference(segs, tabs, result.rows_read, result.rows_stored, result.rows_quarantined)
+    features, tabs = _content(result.version)
+    return _Reference(features, tabs, result.rows_read, result.rows_stored, result.rows_quarantined)
 
 
 def _snapshot(url: str) -> tuple[int, bytes]:
@@ -96,6 +99,8 @@ def _check_after(url: str, before: tuple[int, bytes], ref: _Reference) -> str | 
     pinned = store.version(before[0])
     for seg in pinned.segments:
         pinned.read_segment(seg, verify=True)
+    for pack in pinned.packs:
+        pinned.read_pack(pack, verify=True)
     store.repair(grace_s=0)
     left = [rel for rel, _ in store.repair(grace_s=0, dry_run=True).removed]
     if left:
@@ -110,7 +115,7 @@ def _rerun(url: str, work: Workload, ref: _Reference) -> tuple[str | None, int]:
     if result.rows_read != ref.rows_read:
         return f"rerun read {result.rows_read} rows, a clean run {ref.rows_read}", lost
     version = Store.open(url).version()
-    if _content(version) != (ref.segments, ref.tables):
+    if _content(version) != (ref.features, ref.tables):
         return "rerun published other content than a clean run", lost
     Store.open(url).verify()
     return (None, lost) if lost == 0 else (f"{lost} rows lost", lost)
@@ -266,27 +271,88 @@ def _expect_named(fault: str, point: str, action: Callable[[], object], name: st
     return FaultOutcome(fault, point, False, "no error raised")
 
 
+@dataclass(frozen=True)
+class _Target:
+    """The feature record a damage scenario breaks: a session's pack, or a segment in a
+    store an older ticktensor wrote; ``read`` reads it whole (with ``verify``)."""
+
+    path: str
+    chunk: str
+    read: Callable[[StoreVersion, bool], object]
+    copy_to: Callable[[Store, StoreVersion], tuple[StoreVersion, str]]
+
+
+def _target(pinned: StoreVersion) -> _Target:
+    if pinned.packs:
+        pack = pinned.packs[0]
+        chunk = "values/c/0/0"  # the shard: damage inside it is named by chunk and shard
+
+        def copy_pack(dst: Store, src: StoreVersion) -> tuple[StoreVersion, str]:
+            data = src.read_pack(pack)
+            rec = dst.write_pack(
+                session=pack.session,
+                symbols=data.symbols,
+                offsets=data.offsets,
+                ts=data.ts,
+                values=data.values,
+                feature_names=pack.feature_names,
+                labels=data.labels,
+                label_names=pack.label_names,
+            )
+            remote = dst.commit(packs=[rec])
+            return remote, rec.path
+
+        return _Target(
+            pack.path,
+            chunk,
+            lambda v, verify: v.read_pack(v.pack(pack.session), verify=verify),
+            copy_pack,
+        )
+    seg = pinned.segments[0]
+
+    def copy_segment(dst: Store, src: StoreVersion) -> tuple[StoreVersion, str]:
+        data = src.read_segment(seg)
+        rec = dst.write_segment(
+            symbol=seg.symbol,
+            session=seg.session,
+            ts=data.ts,
+            values=data.values,
+            feature_names=seg.feature_names,
+            labels=data.labels,
+            label_names=seg.label_names,
+        )
+        return dst.commit(segments=[rec]), rec.path
+
+    return _Target(
+        seg.path,
+        "values/c/1/0",
+        lambda v, verify: v.read_segment(v.segment(seg.symbol, seg.session), verify=verify),
+        copy_segment,
+    )
+
+
 def damaged_files(work: Workload) -> list[FaultOutcome]:
     """Alter, remove and make unreadable stored files of the published version."""
     out = []
     store_dir = work.fresh_store("damaged")
     url = str(store_dir)
     pinned = Store.open(url).version()
-    seg = pinned.segments[0]
-    chunk = "values/c/1/0"
-    path = store_dir / seg.path / chunk
+    target = _target(pinned)
+    chunk = target.chunk
+    path = store_dir / target.path / chunk
     original = path.read_bytes()
+    what = "read_pack" if pinned.packs else "read_segment"
 
     # a chunk whose bytes were altered (same size)
     altered = bytearray(original)
-    altered[len(altered) // 2] ^= 0xFF
+    altered[len(altered) // 3] ^= 0xFF  # inside the data, before a shard's index
     path.write_bytes(bytes(altered))
     out.append(_expect_named("altered-chunk", "verify", lambda: Store.open(url).verify(), chunk))
     out.append(
         _expect_named(
             "altered-chunk",
-            "read_segment(verify=True)",
-            lambda: pinned.read_segment(seg, verify=True),
+            f"{what}(verify=True)",
+            lambda: target.read(pinned, True),
             chunk,
         )
     )
@@ -295,7 +361,7 @@ def damaged_files(work: Workload) -> list[FaultOutcome]:
     # a chunk that cannot be read (an I/O error: the file became a directory)
     path.unlink()
     path.mkdir()
-    out.append(_expect_named("io-error", "read_segment", lambda: pinned.read_segment(seg), chunk))
+    out.append(_expect_named("io-error", what, lambda: target.read(pinned, False), chunk))
     path.rmdir()
     path.write_bytes(original)
 
@@ -304,30 +370,22 @@ def damaged_files(work: Workload) -> list[FaultOutcome]:
     FaultyFileSystem.store.clear()
     src = Store.open(url).version()
     dst = Store.create(faulty, layout=Store.open(url).layout)
-    data = src.read_segment(seg)
-    rec = dst.write_segment(
-        symbol=seg.symbol,
-        session=seg.session,
-        ts=data.ts,
-        values=data.values,
-        feature_names=seg.feature_names,
-        labels=data.labels,
-        label_names=seg.label_names,
-    )
-    remote = dst.commit(segments=[rec])
-    FaultyFileSystem.broken = {f"/reliability/io/{rec.path}/{chunk}"}
+    remote, rel = target.copy_to(dst, src)
+    FaultyFileSystem.broken = {f"/reliability/io/{rel}/{chunk}"}
     try:
         out.append(
-            _expect_named("io-error", "EIO on a chunk", lambda: remote.read_segment(rec), chunk)
+            _expect_named("io-error", "EIO on a chunk", lambda: target.read(remote, False), chunk)
         )
         out.append(_expect_named("io-error", "EIO in verify", dst.verify, chunk))
     finally:
         FaultyFileSystem.broken = set()
         FaultyFileSystem.store.clear()
 
-    # a manifest pointing at a missing chunk / table / segment
+    # a manifest pointing at a missing chunk / table / segment or pack
     path.unlink()
-    out.append(_expect_named("missing-file", "chunk read", lambda: pinned.read_segment(seg), chunk))
+    out.append(
+        _expect_named("missing-file", "chunk read", lambda: target.read(pinned, False), chunk)
+    )
     out.append(_expect_named("missing-file", "verify", lambda: Store.open(url).verify(), chunk))
     path.write_bytes(original)
     table = pinned.tables[0]
@@ -339,11 +397,12 @@ def damaged_files(work: Workload) -> list[FaultOutcome]:
     )
     tpath.write_bytes(tbytes)
     moved = store_dir / "moved-away"
-    shutil.move(str(store_dir / seg.path), moved)
+    shutil.move(str(store_dir / target.path), moved)
+    group = "pack group" if pinned.packs else "segment group"
     out.append(
-        _expect_named("missing-file", "segment group", lambda: pinned.read_segment(seg), seg.path)
+        _expect_named("missing-file", group, lambda: target.read(pinned, False), target.path)
     )
-    shutil.move(str(moved), str(store_dir / seg.path))
+    shutil.move(str(moved), str(store_dir / target.path))
     # everything restored: the version must verify again (reported only if it does not)
     try:
         Store.open(url).verify()
