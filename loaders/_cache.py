@@ -84,6 +84,9 @@ class ChunkCache:
         Bytes of loaded chunks to keep at most (memory-mapped chunks count too).
     threads
         Loading threads.
+    needed
+        Which loads some sample reads (default: all); the cache is :attr:`complete` once
+        these are loaded (a pack's chunks holding only other symbols' rows never are).
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class ChunkCache:
         gather: ChunkGather,
         budget: int,
         threads: int,
+        needed: npt.NDArray[np.bool_] | None = None,
     ) -> None:
         if budget < 1 or threads < 1:
             raise ValueError(f"budget and threads must be >= 1, got {budget} and {threads}")
@@ -106,6 +110,8 @@ class ChunkCache:
         self._state = np.zeros(len(index.loads), dtype=np.int8)
         self._nbytes = np.asarray([loader.nbytes(f) for f in index.loads], dtype=np.int64)
         self._loaded: dict[int, Floats] = {}  # insertion order = load order
+        self._needed = np.ones(len(index.loads), np.bool_) if needed is None else needed
+        self._wanting = int(np.count_nonzero(self._needed))  # needed loads not loaded
         self._spares: list[Floats] = []  # buffers of evicted chunks, decoded into again
         self._loading: dict[int, Future[tuple[Floats, LoadTimes]]] = {}
         self._used = 0  # bytes loaded or being loaded
@@ -126,8 +132,9 @@ class ChunkCache:
 
     @property
     def complete(self) -> bool:
-        """Whether every chunk is loaded (then nothing needs planning or loading)."""
-        return len(self._loaded) == self._state.shape[0]
+        """Whether every chunk a sample reads is loaded (then nothing needs planning or
+        loading)."""
+        return self._wanting == 0
 
     def nbytes(self, chunk: int) -> int:
         """Bytes chunk ``chunk``'s stored chunk takes once loaded."""
@@ -272,6 +279,7 @@ class ChunkCache:
             self._gather.set(piece, values[skip:] if skip else values)
         self._state[load] = _LOADED
         self._loaded[load] = values
+        self._wanting -= int(self._needed[load])
         stats = self.stats
         stats.loads += 1
         stats.bytes_read += times.bytes_read
@@ -283,6 +291,7 @@ class ChunkCache:
         for piece in self.index.pieces(load):
             self._gather.clear(piece)
         values = self._loaded.pop(load)
+        self._wanting += int(self._needed[load])
         # A decoded buffer nobody else holds is decoded into again: fresh memory would cost
         # a page fault per 4 KiB. Mapped chunks and foreign arrays are let go.
         if (

@@ -235,6 +235,19 @@ class ChunkIndex:
         loads: Int64s = np.unique(self.load_of[chunks])
         return loads
 
+    def loads_reading(
+        self, source_ids: npt.ArrayLike, lo: npt.ArrayLike, hi: npt.ArrayLike
+    ) -> npt.NDArray[np.bool_]:
+        """Which loads hold some of rows ``[lo[b], hi[b])`` of source ``source_ids[b]``."""
+        first = self.chunk_of(source_ids, lo)
+        last = self.chunk_of(source_ids, np.asarray(hi, dtype=np.int64) - 1)
+        edges = np.zeros(len(self.files) + 1, dtype=np.int64)
+        np.add.at(edges, first, 1)
+        np.add.at(edges, last + 1, -1)
+        needed = np.zeros(len(self.loads), dtype=np.bool_)
+        needed[self.load_of[np.cumsum(edges[:-1]) > 0]] = True
+        return needed
+
     def chunk_of(self, source_ids: npt.ArrayLike, rows: npt.ArrayLike) -> Int64s:
         """The chunk holding row ``rows[b]`` of source ``source_ids[b]``, for every ``b``."""
         global_rows = self._row_base[np.asarray(source_ids, dtype=np.int64)] + np.asarray(

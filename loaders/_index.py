@@ -200,12 +200,17 @@ def _rows_of(index: PackIndex, names: Names) -> tuple[Int64s, Int64s, npt.NDArra
 
 @dataclass(frozen=True)
 class Windows:
-    """Valid windows of a dataset's sources: ``source[i]``, first row ``start[i]``, and
-    how many windows each source holds (``counts``)."""
+    """Valid windows of a dataset's sources: ``source[i]``, first row ``start[i]``; how
+    many windows each source holds (``counts``); and per run of rows that holds windows
+    (a source, or a symbol's rows of a pack), the rows they read: ``span_source``,
+    ``span_lo``, ``span_hi``."""
 
     source: Int32s
     start: Int64s
     counts: Int64s
+    span_source: Int32s
+    span_lo: Int64s
+    span_hi: Int64s
 
 
 def window_starts(
@@ -249,7 +254,14 @@ def window_starts(
         flat = np.repeat(base, count)
         flat += np.arange(0, total * stride, stride, dtype=np.int64)
         flat = flat[ends[flat]]
-    # Flat starts are sorted, sources laid end to end: a searchsorted counts per source.
+    # Flat starts are sorted, sources laid end to end: a searchsorted counts per source,
+    # and per block finds the rows its windows read.
+    first_window = np.searchsorted(flat, block_first)
+    end_window = np.searchsorted(flat, block_first + block_rows)
+    held = end_window > first_window
+    span_source = block_source[held].astype(np.int32)
+    span_lo = flat[first_window[held]] - row_offset[span_source]
+    span_hi = flat[end_window[held] - 1] + window - row_offset[span_source]
     bounds = np.searchsorted(flat, np.append(row_offset, total_rows))
     counts = np.diff(bounds).astype(np.int64)
     source = fresh_buffer((flat.shape[0],), np.int32)
@@ -257,7 +269,7 @@ def window_starts(
         lo, hi = int(bounds[s]), int(bounds[s + 1])
         source[lo:hi] = s
         flat[lo:hi] -= row_offset[s]
-    return Windows(source, flat, counts)
+    return Windows(source, flat, counts, span_source, span_lo, span_hi)
 
 
 _ROWS_AT_ONCE: Final = 1 << 20

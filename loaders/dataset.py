@@ -183,7 +183,9 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         self._gather = ChunkGather(
             index.chunk_starts, index.source_rows, self.n_features, self._pool
         )
-        self._cache = ChunkCache(index, self._loader, self._gather, self.cache_bytes, self.threads)
+        self._cache = ChunkCache(
+            index, self._loader, self._gather, self.cache_bytes, self.threads, self._needed
+        )
 
     # -- construction ------------------------------------------------------------------
 
@@ -231,12 +233,12 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
                 f"stride {self.stride}, time range [{start}, {end}); windows need enough rows "
                 "and a non-NaN label at their last row"
             )
-        sample_source = found.source
+        sample_source, span_source = found.source, found.span_source
         kept = np.flatnonzero(found.counts)
         if kept.size < len(sources):  # sources without a sample are left out
             renumber = np.full(len(sources), -1, dtype=np.int32)
             renumber[kept] = np.arange(kept.size, dtype=np.int32)
-            sample_source = renumber[sample_source]
+            sample_source, span_source = renumber[sample_source], renumber[span_source]
             labels = np.concatenate([labels[offset[s] : offset[s] + rows[s]] for s in kept])
             sources = [sources[s] for s in kept]
             offset = _offsets(rows[kept])
@@ -248,6 +250,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             tuple(part.record for part in source.parts) for source in sources
         ]
         self.chunks = ChunkIndex(self.version, self.source_parts)
+        self._needed = self.chunks.loads_reading(span_source, found.span_lo, found.span_hi)
         self._set_symbols(sources, offset)
         self.sample_segment = _frozen(sample_source)
         self.sample_start = _frozen(found.start)
@@ -627,6 +630,9 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         merged._set_symbols([Source(run) for run in runs], merged._label_offset)
         merged.sample_segment = _frozen(np.concatenate(segments).astype(np.int32))
         merged.sample_start = _frozen(np.concatenate([p.sample_start for p in parts]))
+        every = merged.chunks.chunks_of(merged.sample_segment, merged.sample_start, merged.window)
+        merged._needed = np.zeros(len(merged.chunks.loads), dtype=np.bool_)
+        merged._needed[merged.chunks.loads_of(every)] = True
         total = sum(merged._loader.nbytes(f) for f in merged.chunks.loads)
         merged.cache_bytes = int(min(total, sum(p.cache_bytes for p in parts)))
         merged._start_engine()

@@ -381,3 +381,30 @@ def test_sample_chunk_is_the_inner_chunk_of_the_first_row(packed: StoreVersion) 
             # The chunk's rows hold the window's first row: its first value names it.
             row = ds.load_chunk(int(ds.sample_chunk[i]))[local]
             np.testing.assert_array_equal(row, ds.get_batch(np.array([i]))[0][0, 0])
+
+
+def test_datasets_of_other_symbols_of_the_same_packs_concatenate(packed: StoreVersion) -> None:
+    a = WindowDataset(packed, WINDOW, symbols=["AAA"], threads=1)
+    b = WindowDataset(packed, WINDOW, symbols=["C/C", "EEE"], threads=1)
+    merged = WindowDataset.concat([a, b])
+    assert merged.n_sources == len(SESSIONS)  # the packs, each once
+    assert merged.symbols == ("AAA", "C/C", "EEE")
+    x = merged.get_batch(np.arange(len(merged)))[0]
+    np.testing.assert_array_equal(
+        x, np.concatenate([a.get_batch(np.arange(len(a)))[0], b.get_batch(np.arange(len(b)))[0]])
+    )
+    names = np.asarray(merged.symbols)[merged.sample_symbol]
+    assert names.tolist() == [*(["AAA"] * len(a)), *np.asarray(b.symbols)[b.sample_symbol]]
+    np.testing.assert_array_equal(merged.sample_ts, np.concatenate([a.sample_ts, b.sample_ts]))
+
+
+def test_a_symbol_filter_loads_only_the_chunks_holding_its_rows(packed: StoreVersion) -> None:
+    ds = WindowDataset(packed, WINDOW, symbols=["AAA"], threads=1)
+    assert not ds.cache.complete
+    ds.get_batch(np.arange(len(ds)))
+    # Every chunk a sample reads is loaded: the fast path needs no more planning, although
+    # the packs' chunks of other symbols never are.
+    assert ds.cache.complete
+    assert ds.cache.loaded_count == len(ds.chunks_of(np.arange(len(ds))))
+    assert ds.cache.loaded_count < len(ds.chunks.loads)
+    assert_same_windows(ds, reference(packed, WINDOW, symbols=("AAA",)))
