@@ -15,6 +15,7 @@ import torch.utils.data
 import zarr
 
 from ticktensor.loaders import WindowDataset
+from ticktensor.store import SegmentRecord
 
 from .measure import Rep, endless, timed
 
@@ -110,8 +111,15 @@ def torch_loader(
 
 
 def series_of_sources(ds: WindowDataset) -> npt.NDArray[np.int64]:
-    """For each dataset source, the index of its ``.npy`` series (symbol ``S{n:03d}``)."""
-    return np.array([int(run[0].symbol[1:]) for run in ds.records], dtype=np.int64)
+    """For each dataset source, the index of its ``.npy`` series (symbol ``S{n:03d}``).
+
+    The bench workloads are stores of one-symbol segments, each one series."""
+    symbols = []
+    for run in ds.records:
+        if not isinstance(run[0], SegmentRecord):
+            raise TypeError("the numpy baselines read stores of segments, not packs")
+        symbols.append(int(run[0].symbol[1:]))
+    return np.array(symbols, dtype=np.int64)
 
 
 def numpy_gather(
