@@ -13,20 +13,31 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ticktensor.ingest._feature_engine import FeatureArrays
+from ticktensor.ingest._feature_engine import FeatureArrays, SymbolFeatures
 from ticktensor.ingest._feature_rows import CLOCK_INPUTS
-from ticktensor.ingest._merge import Merged, merge_parts
+from ticktensor.ingest._merge import Merged, StagedSession
 from ticktensor.ingest._staging import Staging
 from ticktensor.schemas import REFERENCE_KINDS, EventKind, FeatureSpec
 from ticktensor.store import Layout, PackRecord, SourceFile, Store, TableRecord
 
-__all__ = ["ALL_SYMBOLS", "AssembleResult", "AssembleTask", "StatsPartial", "assemble"]
+__all__ = [
+    "ALL_SYMBOLS",
+    "BLOCK_ROWS",
+    "AssembleResult",
+    "AssembleTask",
+    "StatsPartial",
+    "assemble",
+]
 
 R = TypeVar("R")
 
 ALL_SYMBOLS = "*"
 """The ``symbol`` of an event table's key when the table holds every symbol of its session
 (its ``symbol`` column says whose each row is)."""
+
+BLOCK_ROWS = 1 << 20
+"""Rows (of every kind) a session is merged and computed in at once: arrays of a block
+stay below the size from which every allocation is fresh memory the kernel must clear."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,8 @@ class AssembleTask:
     strict: bool = False
     #: Threads the task may keep busy (the job's workers it has to itself).
     threads: int = 1
+    #: About how many rows of the session to merge and compute at once.
+    block_rows: int = BLOCK_ROWS
 
 
 @dataclass
@@ -93,50 +106,91 @@ class AssembleResult:
     series: int = 0
 
 
+@dataclass(frozen=True)
+class _Block:
+    """One block of a session's symbols: each kind's rows, and their features."""
+
+    merged: dict[EventKind, Merged]
+    features: SymbolFeatures | None
+
+
 def assemble(task: AssembleTask) -> AssembleResult:
     """Merge a session's parts, drop cross-file duplicates, write its tables and its pack.
 
     Every kind becomes one table of every symbol, sorted by (symbol, time); features
-    come from the market kinds only, for all symbols at once, and are written as one
-    pack. The reference kinds (definitions, statistics) pass through to tables: an
-    instrument with reference data and no market events gets no rows in the pack, and
-    no note says so. With ``task.threads > 1`` the tables are encoded (Parquet, zstd)
-    while the features are computed.
+    come from the market kinds only and are written as one pack. The reference kinds
+    (definitions, statistics) pass through to tables: an instrument with reference data
+    and no market events gets no rows in the pack, and no note says so.
+
+    The session is merged and its features computed a block of symbols at a time
+    (about ``task.block_rows`` rows, see :class:`StagedSession`), on ``task.threads``
+    threads; each symbol's features depend on its own rows only, so the blocks change
+    nothing in the result. The tables are encoded (Parquet, zstd) while the pack is
+    written.
     """
     store = Store.open(task.store_url)
     out = AssembleResult(task.session)
-    events: dict[EventKind, Merged] = {}
-    duplicates = []
-    for kind, rels in sorted(task.parts.items()):
-        merged = events[kind] = merge_parts(task.staging, rels, kind, task.strict)
-        if merged.duplicates is not None:
-            duplicates.append(merged.duplicates)
-        out.stored.update(merged.stored)
-        out.events += merged.table.num_rows
-    if duplicates:
-        out.duplicates = pa.concat_tables(duplicates)
+    session = StagedSession(task.staging, task.parts, task.block_rows)
+    market = [k for k in sorted(task.parts) if k not in REFERENCE_KINDS]
     with (
-        ThreadPoolExecutor(max(1, task.threads - 1), thread_name_prefix="ticktensor-session")
+        ThreadPoolExecutor(task.threads, thread_name_prefix="ticktensor-session")
         if task.threads > 1
         else nullcontext() as pool
     ):
-        written = [
-            _run(
-                pool,
-                store.write_table,
-                kind=kind.value,
-                symbol=ALL_SYMBOLS,
-                session=task.session,
-                table=merged.table,
-                sources=[task.sources[u] for u in sorted(merged.stored)],
+
+        def block(number: int) -> _Block:
+            merged = {k: session.merge(k, number, task.strict) for k in sorted(task.parts)}
+            return _Block(merged, _block_features(task.spec, {k: merged[k] for k in market}))
+
+        merging = [_run(pool, block, number=b) for b in range(len(session.blocks))]
+        blocks = [m.result() for m in merging]
+        written, duplicates = [], []
+        for kind in sorted(task.parts):
+            of_kind = [b.merged[kind] for b in blocks]
+            duplicates += [m.duplicates for m in of_kind if m.duplicates is not None]
+            stored: Counter[str] = Counter()
+            for m in of_kind:
+                stored.update(m.stored)
+            out.stored.update(stored)
+            table = pa.concat_tables([m.table for m in of_kind])
+            out.events += table.num_rows
+            written.append(
+                _run(
+                    pool,
+                    store.write_table,
+                    kind=kind.value,
+                    symbol=ALL_SYMBOLS,
+                    session=task.session,
+                    table=table,
+                    sources=[task.sources[u] for u in sorted(stored)],
+                )
             )
-            for kind, merged in events.items()
-        ]
-        market = {k: m for k, m in events.items() if k not in REFERENCE_KINDS}
+        if duplicates:
+            out.duplicates = pa.concat_tables(duplicates)
         if task.spec is not None and market:
-            _features(task, task.spec, store, market, out)
+            _features(task, task.spec, store, market, blocks, out)
         out.tables = [w.result() for w in written]
     return out
+
+
+def _block_features(
+    spec: FeatureSpec | None, market: dict[EventKind, Merged]
+) -> SymbolFeatures | None:
+    """The features of one block's symbols; None without a spec or rows on its clock."""
+    from ticktensor.ingest.features import compute_session_features
+
+    if spec is None or not market:
+        return None
+    clock_kind = CLOCK_INPUTS[spec.clock][0]
+    if clock_kind not in market or market[clock_kind].table.num_rows == 0:
+        return None
+    # Every market kind of the session, empty ones too, so that a symbol sees the same
+    # inputs whichever block it falls in; the symbols as codes, not text.
+    return compute_session_features(
+        {k: m.table.set_column(m.table.schema.get_field_index("symbol"), "symbol", m.symbols)
+         for k, m in market.items()},
+        spec,
+    )  # fmt: skip
 
 
 def _run(pool: ThreadPoolExecutor | None, fn: Callable[..., R], **kwargs: Any) -> Future[R]:
@@ -152,58 +206,62 @@ def _features(
     task: AssembleTask,
     spec: FeatureSpec,
     store: Store,
-    market: dict[EventKind, Merged],
+    market: list[EventKind],
+    blocks: list[_Block],
     out: AssembleResult,
 ) -> None:
     """The session's features of every symbol: notes per symbol, the pack, the stats."""
-    from ticktensor.ingest.features import compute_session_features
-
     clock, clock_kind = spec.clock, CLOCK_INPUTS[spec.clock][0]
+    present = {k: {s for b in blocks for s in b.merged[k].present} for k in market}
     notes: list[tuple[str, str]] = []  # (symbol, note): listed by symbol, as the report is
-    on_clock = set(market[clock_kind].present) if clock_kind in market else set()
-    for symbol in set().union(*(m.present for m in market.values())) - on_clock:
+    on_clock = present.get(clock_kind, set())
+    for symbol in set().union(*present.values()) - on_clock:
         needs = f"the {clock} clock needs {clock_kind.value} events"
         notes.append((symbol, f"{symbol}/{task.session}: events stored, no features ({needs})"))
-    if not on_clock:
-        out.notes = [n for _, n in sorted(notes)]
-        return
-    # The symbols as codes into the session's names: no text compared per row.
-    computed = compute_session_features(
-        {k: m.table.set_column(m.table.schema.get_field_index("symbol"), "symbol", m.symbols)
-         for k, m in market.items()},
-        spec,
-    )  # fmt: skip
-    features = computed.features
-    rows = np.diff(computed.offsets)
-    infinite = _per_symbol(_infinite(features), computed.offsets)
-    for symbol, n, inf in zip(computed.symbols, rows.tolist(), infinite.tolist(), strict=True):
-        if n == 0 and symbol in on_clock:
-            notes.append((symbol, f"{symbol}/{task.session}: no rows on the {clock} clock"))
+    computed = [b.features for b in blocks if b.features is not None]
+    rows: Counter[str] = Counter()
+    for part in computed:
+        rows.update(dict(zip(part.symbols, np.diff(part.offsets).tolist(), strict=True)))
+    infinite: Counter[str] = Counter()
+    for part in computed:
+        per_symbol = _per_symbol(_infinite(part.features), part.offsets)
+        infinite.update(dict(zip(part.symbols, per_symbol.tolist(), strict=True)))
+    notes += [
+        (symbol, f"{symbol}/{task.session}: no rows on the {clock} clock")
+        for symbol in on_clock
+        if rows[symbol] == 0
+    ]
+    for symbol, inf in infinite.items():
         if inf:
             beyond = f"{inf} feature or label value(s) beyond float32's range stored as +/-inf"
             notes.append((symbol, f"{symbol}/{task.session}: {beyond}"))
     out.notes = [n for _, n in sorted(notes)]
-    if features.ts.size == 0:
+    if not computed or sum(rows.values()) == 0:
         return
-    kept = rows > 0  # a symbol with no rows on the clock is not in the pack
+    # Blocks are ranges of the sorted symbols: their rows, one after the other, are
+    # every symbol's rows in symbol order.
+    symbols = sorted(s for s, n in rows.items() if n)
+    ts = np.concatenate([p.features.ts for p in computed])
+    values = np.concatenate([p.features.values for p in computed])
+    labels = np.concatenate([p.features.labels for p in computed])
     out.pack = store.write_pack(
         session=task.session,
-        symbols=[s for s, keep in zip(computed.symbols, kept.tolist(), strict=True) if keep],
-        offsets=np.concatenate([[0], np.cumsum(rows[kept])]).astype(np.int64),
-        ts=features.ts,
-        values=features.values,
-        feature_names=features.feature_names,
-        labels=features.labels,
-        label_names=features.label_names,
+        symbols=symbols,
+        offsets=np.concatenate([[0], np.cumsum([rows[s] for s in symbols])]).astype(np.int64),
+        ts=ts,
+        values=values,
+        feature_names=spec.features,
+        labels=labels,
+        label_names=spec.label_names,
         layout=task.layout,
         sources=[task.sources[u] for u in sorted(out.stored)],
     )
-    out.series = int(kept.sum())
+    out.series = len(symbols)
     if spec.stats_period is not None:
         start, end = spec.stats_period
-        inside = (features.ts >= start) & (features.ts < end)
+        inside = (ts >= start) & (ts < end)
         if inside.any():
-            out.stats.add(features.values[inside])
+            out.stats.add(values[inside])
 
 
 def _infinite(features: FeatureArrays) -> npt.NDArray[np.int64]:

@@ -128,7 +128,12 @@ def convert_file(task: ConvertTask) -> FileResult:
 def _write_parts(
     task: ConvertTask, kind: EventKind, table: pa.Table, tag: str
 ) -> list[tuple[str, EventKind, str]]:
-    """Split by UTC day and stage each piece, every symbol's rows in it."""
+    """Split by UTC day and stage each piece, every symbol's rows in it, ordered by symbol.
+
+    The order is stable: each symbol's rows stay in file order, so a part of a file in
+    time order holds each symbol's rows in time order, and assemble takes a block of
+    symbols as a slice of it.
+    """
     if table.num_rows == 0:
         return []
     empty = [
@@ -144,28 +149,33 @@ def _write_parts(
     index = table.schema.get_field_index("symbol")
     symbols = table.column(index).chunk(0)
     if not pa.types.is_dictionary(symbols.type):
-        table = table.set_column(index, "symbol", symbols.dictionary_encode())
+        symbols = symbols.dictionary_encode()
+        table = table.set_column(index, "symbol", symbols)
+    names = symbols.dictionary.to_pylist()
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
     ts = table.column("ts_event").chunk(0).cast(pa.int64()).to_numpy(zero_copy_only=False)
     days = ts // DAY_NS
-    first, last = int(days.min()), int(days.max())
-    if first == last:
-        order = None  # one day, the usual case: no reordering
-        bounds = np.array([], dtype=np.int64)
+    first = int(days.min())
+    codes = np.asarray(symbols.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
+    key = (days - first) * len(names) + rank[codes]
+    if np.all(key[1:] >= key[:-1]):
+        order = None  # one symbol of one day, or already in order: no reordering
     else:
-        # Few distinct days: a 16-bit key lets numpy's stable sort run as a radix sort.
-        key = days - first
-        sort_key = key.astype(np.uint16) if last - first < 1 << 16 else key
-        order = np.argsort(sort_key, kind="stable")
+        # Few distinct keys: a 16-bit key lets numpy's stable sort run as a radix sort.
+        key = key.astype(np.uint16) if key.max() < 1 << 16 else key
+        order = np.argsort(key, kind="stable")
         # One gather (argsort's indices are in bounds: no check), then zero-copy slices.
         table = pc.take(table, pa.array(order), boundscheck=False)
-        bounds = np.flatnonzero(np.diff(sort_key[order])) + 1
+        days = days[order]
+    bounds = np.flatnonzero(np.diff(days)) + 1
     # The same file on every row: added after the gather, which it would only slow.
     table = table.append_column("_source", repeated(task.source.url, table.num_rows))
     out = []
     starts = [0, *bounds.tolist()]
     ends = [*bounds.tolist(), table.num_rows]
     for lo, hi in zip(starts, ends, strict=True):
-        session = session_of(int(days[lo if order is None else int(order[lo])]))
+        session = session_of(int(days[lo]))
         rel = task.staging.write_part(kind, session, tag, table.slice(lo, hi - lo))
         out.append((session, kind, rel))
     return out

@@ -273,12 +273,18 @@ def compute_by_symbol(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -
     coded = {kind: symbol_codes(table.column("symbol")) for kind, table in events.items()}
     names = sorted({n for _, table_names in coded.values() for n in table_names})
     rank = {n: i for i, n in enumerate(names)}
-    numbered = {}
+    numbered, used = {}, set()
     for kind, table in events.items():
         codes, table_names = coded[kind]
-        ranks = np.array([rank[n] for n in table_names], dtype=np.uint32)
-        numbered[kind] = table.append_column(SERIES, pa.array(ranks[codes]))
-    arrays, series = _evaluate(Rows(spec.clock, numbered, spec.bar_rule, by_symbol=True), spec)
+        series = np.array([rank[n] for n in table_names], dtype=np.uint32)[codes]
+        numbered[kind] = table.append_column(SERIES, pa.array(series))
+        if series.size:
+            used.update({int(series.min()), int(series.max())})
+    # One symbol: its own series, without the per-symbol windows (the same rows).
+    alone = len(used) == 1
+    arrays, series = _evaluate(Rows(spec.clock, numbered, spec.bar_rule, by_symbol=not alone), spec)
+    if alone:
+        series = np.full(series.shape, used.pop(), dtype=np.uint32)
     offsets = np.searchsorted(series, np.arange(len(names) + 1, dtype=np.uint32)).astype(np.int64)
     return SymbolFeatures(tuple(names), offsets, arrays)
 

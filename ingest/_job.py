@@ -16,7 +16,13 @@ import pyarrow.compute as pc
 from tqdm import tqdm
 
 from ticktensor.errors import ConfigError, TickTensorError, VersionConflictError
-from ticktensor.ingest._assemble import AssembleResult, AssembleTask, StatsPartial, assemble
+from ticktensor.ingest._assemble import (
+    BLOCK_ROWS,
+    AssembleResult,
+    AssembleTask,
+    StatsPartial,
+    assemble,
+)
 from ticktensor.ingest._convert import ConvertTask, FileResult, convert_file
 from ticktensor.ingest._engines import make_engine
 from ticktensor.ingest._quarantine import QUARANTINE_SCHEMA
@@ -474,6 +480,7 @@ def _phase_assemble(
             provenance,
             options.strict,
             threads,
+            BLOCK_ROWS,
         )
         for session, parts in groups.items()
     ]

@@ -170,11 +170,17 @@ def test_rows_must_be_sorted_by_symbol_then_time() -> None:
     backwards = pa.concat_tables([trades["S001"], trades["S000"]])
     with pytest.raises(SchemaError, match="not grouped by symbol"):
         compute_session_features({EventKind.TRADES: backwards}, spec)
-    one = trades["S000"]
-    shuffled = pa.concat_tables([one.slice(1), one.slice(0, 1)])
-    if one.num_rows > 1:
-        with pytest.raises(SchemaError, match="within each symbol"):
-            compute_session_features({EventKind.TRADES: shuffled}, spec)
+    one = trades["S001"]
+    assert one.num_rows > 1
+    shuffled = pa.concat_tables([trades["S000"], one.slice(1), one.slice(0, 1)])
+    with pytest.raises(
+        SchemaError,
+        match=r"is before row \d+'s \d+ \(rule: sorted by ts_event "
+        "within each symbol",
+    ):
+        compute_session_features({EventKind.TRADES: shuffled}, spec)
+    with pytest.raises(SchemaError, match=r"is before row \d+'s \d+ \(rule: sorted by ts_event\)"):
+        compute_session_features({EventKind.TRADES: shuffled.slice(trades["S000"].num_rows)}, spec)
 
 
 @pytest.mark.parametrize("bar", ["1s", "1m", "volume:5000", "dollar:300000"])

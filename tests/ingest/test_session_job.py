@@ -330,3 +330,23 @@ def test_replacing_a_session_of_segments_drops_its_per_symbol_tables(tmp_path: P
     url, _ = _older_store(tmp_path, files)
     v = ingest(files, url, opts(replace=True), progress=False).version
     assert [(t.symbol, t.session) for t in v.tables_of("trades")] == [("*", SESSIONS[0])]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_blocks_of_symbols_change_nothing_in_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """A session merged and computed a few symbols at a time (on threads) writes the same
+    files as in one piece, a block without any trades included."""
+    import ticktensor.ingest._job as job
+
+    files = market_files(tmp_path)
+    # DDD has no trades on day 1: with small blocks, a block holds no trades at all.
+    files = [f for f in files if not f.endswith("trades-DDD-1.csv")]
+    whole = ingest(files, str(tmp_path / "whole"), opts(workers=workers), progress=False)
+    monkeypatch.setattr(job, "BLOCK_ROWS", 300)  # one symbol (~800 rows) per block
+    blocks = ingest(files, str(tmp_path / "blocks"), opts(workers=workers), progress=False)
+    assert [p.path for p in blocks.version.packs] == [p.path for p in whole.version.packs]
+    assert [t.path for t in blocks.version.tables] == [t.path for t in whole.version.tables]
+    assert blocks.notes == whole.notes
+    assert (blocks.packs, blocks.series) == (whole.packs, whole.series) == (2, 8)
