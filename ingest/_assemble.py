@@ -108,10 +108,26 @@ class AssembleResult:
 
 @dataclass(frozen=True)
 class _Block:
-    """One block of a session's symbols: each kind's rows, and their features."""
+    """One block of a session's symbols: each kind's rows, their features, and per symbol
+    the feature rows and the values beyond float32's range."""
 
     merged: dict[EventKind, Merged]
     features: SymbolFeatures | None
+    rows: dict[str, int]
+    infinite: dict[str, int]
+
+    @classmethod
+    def of(cls, merged: dict[EventKind, Merged], features: SymbolFeatures | None) -> _Block:
+        if features is None:
+            return cls(merged, None, {}, {})
+        rows = np.diff(features.offsets).tolist()
+        infinite = _per_symbol(_infinite(features.features), features.offsets).tolist()
+        return cls(
+            merged,
+            features,
+            dict(zip(features.symbols, rows, strict=True)),
+            {s: n for s, n in zip(features.symbols, infinite, strict=True) if n},
+        )
 
 
 def assemble(task: AssembleTask) -> AssembleResult:
@@ -140,7 +156,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
 
         def block(number: int) -> _Block:
             merged = {k: session.merge(k, number, task.strict) for k in sorted(task.parts)}
-            return _Block(merged, _block_features(task.spec, {k: merged[k] for k in market}))
+            return _Block.of(merged, _block_features(task.spec, {k: merged[k] for k in market}))
 
         merging = [_run(pool, block, number=b) for b in range(len(session.blocks))]
         blocks = [m.result() for m in merging]
@@ -220,30 +236,27 @@ def _features(
         notes.append((symbol, f"{symbol}/{task.session}: events stored, no features ({needs})"))
     computed = [b.features for b in blocks if b.features is not None]
     rows: Counter[str] = Counter()
-    for part in computed:
-        rows.update(dict(zip(part.symbols, np.diff(part.offsets).tolist(), strict=True)))
     infinite: Counter[str] = Counter()
-    for part in computed:
-        per_symbol = _per_symbol(_infinite(part.features), part.offsets)
-        infinite.update(dict(zip(part.symbols, per_symbol.tolist(), strict=True)))
+    for b in blocks:
+        rows.update(b.rows)
+        infinite.update(b.infinite)
     notes += [
         (symbol, f"{symbol}/{task.session}: no rows on the {clock} clock")
         for symbol in on_clock
         if rows[symbol] == 0
     ]
     for symbol, inf in infinite.items():
-        if inf:
-            beyond = f"{inf} feature or label value(s) beyond float32's range stored as +/-inf"
-            notes.append((symbol, f"{symbol}/{task.session}: {beyond}"))
+        beyond = f"{inf} feature or label value(s) beyond float32's range stored as +/-inf"
+        notes.append((symbol, f"{symbol}/{task.session}: {beyond}"))
     out.notes = [n for _, n in sorted(notes)]
     if not computed or sum(rows.values()) == 0:
         return
     # Blocks are ranges of the sorted symbols: their rows, one after the other, are
     # every symbol's rows in symbol order.
     symbols = sorted(s for s, n in rows.items() if n)
-    ts = np.concatenate([p.features.ts for p in computed])
-    values = np.concatenate([p.features.values for p in computed])
-    labels = np.concatenate([p.features.labels for p in computed])
+    ts = _joined([p.features.ts for p in computed])
+    values = _joined([p.features.values for p in computed])
+    labels = _joined([p.features.labels for p in computed])
     out.pack = store.write_pack(
         session=task.session,
         symbols=symbols,
@@ -262,6 +275,11 @@ def _features(
         inside = (ts >= start) & (ts < end)
         if inside.any():
             out.stats.add(values[inside])
+
+
+def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    """The blocks' arrays one after the other; the array itself when there is one."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _infinite(features: FeatureArrays) -> npt.NDArray[np.int64]:
