@@ -18,10 +18,16 @@ from ticktensor.ingest._feature_rows import CLOCK_INPUTS
 from ticktensor.ingest._merge import Merged, StagedSession
 from ticktensor.ingest._staging import Staging
 from ticktensor.schemas import REFERENCE_KINDS, EventKind, FeatureSpec
-from ticktensor.store import Layout, PackRecord, SourceFile, Store, TableRecord
+from ticktensor.store import (
+    ALL_SYMBOLS,
+    Layout,
+    PackRecord,
+    SourceFile,
+    Store,
+    TableRecord,
+)
 
 __all__ = [
-    "ALL_SYMBOLS",
     "BLOCK_ROWS",
     "AssembleResult",
     "AssembleTask",
@@ -30,10 +36,6 @@ __all__ = [
 ]
 
 R = TypeVar("R")
-
-ALL_SYMBOLS = "*"
-"""The ``symbol`` of an event table's key when the table holds every symbol of its session
-(its ``symbol`` column says whose each row is)."""
 
 BLOCK_ROWS = 1 << 20
 """Rows (of every kind) a session is merged and computed in at once: arrays of a block

@@ -94,6 +94,7 @@ def test_a_pack_and_one_table_per_kind_for_each_session(tmp_path: Path) -> None:
     assert [p.session for p in v.packs] == SESSIONS
     for pack in v.packs:
         assert v.pack_index(pack).symbols == MARKET.symbols
+    assert v.symbols == MARKET.symbols  # a table's "*" key is not a symbol
     for kind in ("quotes", "trades"):
         records = v.tables_of(kind)
         assert [(t.symbol, t.session) for t in records] == [("*", s) for s in SESSIONS]
