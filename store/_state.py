@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
@@ -130,6 +130,7 @@ class VersionState:
         *,
         replace: bool,
         packs: Sequence[PackRecord] = (),
+        remove_tables: Iterable[tuple[str, str, str]] = (),
     ) -> Changes:
         """What committing ``segments``, ``packs`` and ``tables`` on this state changes.
 
@@ -140,10 +141,13 @@ class VersionState:
         segments removes them under ``replace`` (that is how ``migrate`` packs a
         session) and conflicts otherwise; a segment for a packed session conflicts (a
         correction rewrites the session's pack). Every segment and pack of the result
-        must share feature and label names (:class:`SchemaError`).
+        must share feature and label names (:class:`SchemaError`). ``remove_tables``
+        are keys of published tables to drop (one not published is a
+        :class:`VersionConflictError`; one also added is replaced as usual).
         """
         add_segs, rm_segs = _changed(self.segments, segments, replace, self.version)
         add_tabs, rm_tabs = _changed(self.tables, tables, replace, self.version)
+        rm_tabs = rm_tabs + self._dropped_tables(remove_tables, add_tabs)
         add_packs, rm_packs = _changed(self.packs, packs, replace, self.version)
         rm_segs = rm_segs + self._segments_under(add_packs, add_segs, replace)
         feature_names, label_names = self.info.feature_names, self.info.label_names
@@ -178,6 +182,21 @@ class VersionState:
             add_packs,
             rm_packs,
         )
+
+    def _dropped_tables(
+        self, keys: Iterable[tuple[str, str, str]], added: Sequence[TableRecord]
+    ) -> tuple[RemovedRecord, ...]:
+        replaced = {t.key for t in added}
+        out = []
+        for key in dict.fromkeys(keys):
+            old = self.tables.get(key)
+            if old is None:
+                raise VersionConflictError(
+                    f"{'/'.join(key)}: no such table in version {self.version} to remove"
+                )
+            if key not in replaced:  # a replaced key is removed by its replacement
+                out.append(RemovedRecord(old.key, old.path))
+        return tuple(out)
 
     def _segments_under(
         self,

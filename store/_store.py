@@ -398,6 +398,7 @@ class Store:
         message: str = "",
         base_version: int | None = None,
         replace: bool = False,
+        remove_tables: Iterable[tuple[str, str, str]] = (),
     ) -> StoreVersion:
         """Publish a new version: the latest one plus ``segments``, ``packs`` and ``tables``.
 
@@ -410,6 +411,10 @@ class Store:
             Allow a segment, pack or table to supersede one with the same key
             (symbol, session; session) but other content, and a pack to take the place
             of its session's segments. Without it that is a conflict.
+        remove_tables
+            Keys ``(kind, symbol, session)`` of published tables the version drops, e.g.
+            per-symbol tables whose rows a new all-symbol table of the session holds
+            (:data:`ALL_SYMBOLS`). A key the latest version does not have is an error.
 
         Returns the new version, or the latest one unchanged when nothing differs
         (re-committing identical segments is a no-op).
@@ -424,7 +429,9 @@ class Store:
                     f"but the latest is {latest}; reopen and redo the change"
                 )
             base = self._state_at(pointer)
-            changes = base.changes(segments, tables, replace=replace, packs=packs)
+            changes = base.changes(
+                segments, tables, replace=replace, packs=packs, remove_tables=remove_tables
+            )
             new_attrs = {**base.info.attributes, **(attributes or {})}
             new_stats = stats if stats is not None else base.info.stats
             if (

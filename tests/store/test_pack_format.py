@@ -204,3 +204,20 @@ def test_a_tampered_offsets_index_is_refused(tmp_path: Path) -> None:
     fresh = Store.open(str(tmp_path / "s")).version()
     with pytest.raises(StoreCorruptError, match="hash mismatch"):
         fresh.pack_index(fresh.pack("d"))
+
+
+def test_a_commit_can_drop_tables_an_all_symbol_table_takes_over(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from ticktensor.store import ALL_SYMBOLS
+
+    store = Store.create(str(tmp_path / "s"))
+    table = pa.table({"ts_event": pa.array([1, 2], pa.int64()), "symbol": ["A", "A"]})
+    per_symbol = store.write_table(kind="trades", symbol="A", session="d", table=table)
+    store.commit(tables=[per_symbol])
+    merged = store.write_table(kind="trades", symbol=ALL_SYMBOLS, session="d", table=table)
+    with pytest.raises(VersionConflictError, match="no such table"):
+        store.commit(tables=[merged], remove_tables=[("trades", "B", "d")])
+    version = store.commit(tables=[merged], remove_tables=[("trades", "A", "d")])
+    assert [t.key for t in version.tables] == [("trades", ALL_SYMBOLS, "d")]
+    assert [t.key for t in store.version(1).tables] == [("trades", "A", "d")]  # time travel
