@@ -48,6 +48,8 @@ def test_bench_all_fills_every_row(tmp_path: Path, capsys: pytest.CaptureFixture
         "1",
         "--ingest-rows",
         "2000",
+        *("--wide-symbols", "20", "--wide-sessions", "3", "--wide-rows", "50"),
+        *("--wide-ingest-rows", "2000"),
     ]
     argv += ["--cache-dir", str(tmp_path / "cache"), "--json", str(out), "--plot", str(png)]
     argv += ["--markdown"]
