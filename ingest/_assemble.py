@@ -17,10 +17,12 @@ from ticktensor.ingest._feature_engine import FeatureArrays, SymbolFeatures
 from ticktensor.ingest._feature_rows import CLOCK_INPUTS
 from ticktensor.ingest._merge import Merged, StagedSession
 from ticktensor.ingest._staging import Staging
+from ticktensor.ingest._stored import Merge, StoredSession, merge_events, merge_features
 from ticktensor.schemas import REFERENCE_KINDS, EventKind, FeatureSpec
 from ticktensor.store import (
     ALL_SYMBOLS,
     Layout,
+    PackData,
     PackRecord,
     SourceFile,
     Store,
@@ -53,6 +55,11 @@ class AssembleTask:
     spec: FeatureSpec | None
     layout: Layout | None
     sources: dict[str, SourceFile]
+    #: The version the job builds on, and what it holds of the session.
+    base_version: int = 0
+    stored: StoredSession | None = None
+    #: The job's rows of a symbol may take the place of other stored rows of it.
+    replace: bool = False
     strict: bool = False
     #: Threads the task may keep busy (the job's workers it has to itself).
     threads: int = 1
@@ -103,9 +110,14 @@ class AssembleResult:
     stored: Counter[str] = field(default_factory=Counter)
     stats: StatsPartial = field(default_factory=StatsPartial)
     notes: list[str] = field(default_factory=list)
-    #: Event rows stored (every kind) and symbols with feature rows in the pack.
+    #: Event rows of the job stored (every kind) and symbols with feature rows in the pack.
     events: int = 0
     series: int = 0
+    #: ``(what, symbol)`` of the job's symbols whose stored rows differ (``trades
+    #: events``, ``features``); without replace the session is then not written.
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+    #: Keys of per-symbol tables the session's tables of every symbol take the place of.
+    removed_tables: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -140,6 +152,12 @@ def assemble(task: AssembleTask) -> AssembleResult:
     (definitions, statistics) pass through to tables: an instrument with reference data
     and no market events gets no rows in the pack, and no note says so.
 
+    The job's rows of a symbol take the place of the rows the store holds of it (of
+    each kind, and its feature rows); every other symbol of the session keeps its
+    stored rows (see :mod:`ticktensor.ingest._stored`). A symbol stored with other rows
+    is a conflict: without ``task.replace`` nothing of the session is written and the
+    result lists the conflicts.
+
     The session is merged and its features computed a block of symbols at a time
     (about ``task.block_rows`` rows, see :class:`StagedSession`), on ``task.threads``
     threads; each symbol's features depend on its own rows only, so the blocks change
@@ -147,31 +165,64 @@ def assemble(task: AssembleTask) -> AssembleResult:
     written.
     """
     store = Store.open(task.store_url)
+    base = store.version(task.base_version)
+    stored = task.stored or StoredSession(task.session)
     out = AssembleResult(task.session)
     session = StagedSession(task.staging, task.parts, task.block_rows)
-    market = [k for k in sorted(task.parts) if k not in REFERENCE_KINDS]
+    kinds = sorted(task.parts)
+    market = [k for k in kinds if k not in REFERENCE_KINDS]
+    computes = task.spec is not None and bool(market)
     with (
         ThreadPoolExecutor(task.threads, thread_name_prefix="ticktensor-session")
         if task.threads > 1
         else nullcontext() as pool
     ):
+        held = {k: _run(pool, stored.events, version=base, kind=k) for k in kinds}
+        held_features = _run(pool, stored.features, version=base) if computes else None
 
         def block(number: int) -> _Block:
-            merged = {k: session.merge(k, number, task.strict) for k in sorted(task.parts)}
+            merged = {k: session.merge(k, number, task.strict) for k in kinds}
             return _Block.of(merged, _block_features(task.spec, {k: merged[k] for k in market}))
 
         merging = [_run(pool, block, number=b) for b in range(len(session.blocks))]
         blocks = [m.result() for m in merging]
-        written, duplicates = [], []
-        for kind in sorted(task.parts):
+        events: dict[EventKind, Merge[pa.Table]] = {}
+        files: dict[EventKind, list[SourceFile]] = {}  # the input files of each kind
+        duplicates = []
+        for kind in kinds:
             of_kind = [b.merged[kind] for b in blocks]
             duplicates += [m.duplicates for m in of_kind if m.duplicates is not None]
-            stored: Counter[str] = Counter()
+            stored_rows: Counter[str] = Counter()
             for m in of_kind:
-                stored.update(m.stored)
-            out.stored.update(stored)
+                stored_rows.update(m.stored)
+            out.stored.update(stored_rows)
+            files[kind] = [task.sources[u] for u in sorted(stored_rows)]
             table = pa.concat_tables([m.table for m in of_kind])
             out.events += table.num_rows
+            events[kind] = merge_events(table, held[kind].result())
+        if duplicates:
+            out.duplicates = pa.concat_tables(duplicates)
+        features = None
+        if task.spec is not None and market:
+            job = _features(task, task.spec, market, blocks, out)
+            if job is not None and held_features is not None:
+                names = (task.spec.features, task.spec.label_names)
+                features = merge_features(job, names, held_features.result())
+        out.conflicts = [
+            (f"{kind.value} events", symbol) for kind, m in events.items() for symbol in m.conflicts
+        ]
+        out.conflicts += [("features", s) for s in (features.conflicts if features else ())]
+        if out.conflicts and not task.replace:
+            return out  # the job refuses the session: nothing of it is written
+        written = []
+        for kind, merge in events.items():
+            published = stored.tables.get(kind.value)
+            removed = stored.symbol_table_keys(kind)
+            out.removed_tables += removed
+            if merge.unchanged and published is not None and not removed:
+                written.append(_done(published))
+                continue
+            kept = stored.sources(kind) if merge.kept else ()
             written.append(
                 _run(
                     pool,
@@ -179,16 +230,61 @@ def assemble(task: AssembleTask) -> AssembleResult:
                     kind=kind.value,
                     symbol=ALL_SYMBOLS,
                     session=task.session,
-                    table=table,
-                    sources=[task.sources[u] for u in sorted(stored)],
+                    table=merge.rows,
+                    sources=_provenance(files[kind], kept),
                 )
             )
-        if duplicates:
-            out.duplicates = pa.concat_tables(duplicates)
-        if task.spec is not None and market:
-            _features(task, task.spec, store, market, blocks, out)
+        if features is not None and task.spec is not None:
+            sources = [task.sources[u] for u in sorted(out.stored)]
+            _pack(task, task.spec, store, stored, features, sources, out)
         out.tables = [w.result() for w in written]
     return out
+
+
+def _pack(
+    task: AssembleTask,
+    spec: FeatureSpec,
+    store: Store,
+    stored: StoredSession,
+    features: Merge[PackData],
+    sources: list[SourceFile],
+    out: AssembleResult,
+) -> None:
+    """The session's pack (the published one when nothing of it changes) and its stats."""
+    rows = features.rows
+    layout = (task.layout or store.layout).to_dict()
+    published = stored.pack
+    if features.unchanged and published is not None and dict(published.layout) == layout:
+        out.pack = published
+    else:
+        kept: tuple[SourceFile, ...] = ()
+        if features.kept and published is not None:
+            kept = published.sources
+        elif features.kept:
+            kept = tuple(f for s in stored.segments for f in s.sources)
+        out.pack = store.write_pack(
+            session=task.session,
+            symbols=rows.symbols,
+            offsets=rows.offsets,
+            ts=rows.ts,
+            values=rows.values,
+            feature_names=spec.features,
+            labels=rows.labels,
+            label_names=spec.label_names,
+            layout=task.layout,
+            sources=_provenance(sources, kept),
+        )
+    out.series = len(rows.symbols)
+    if spec.stats_period is not None:
+        start, end = spec.stats_period
+        inside = (rows.ts >= start) & (rows.ts < end)
+        if inside.any():
+            out.stats.add(rows.values[inside])
+
+
+def _provenance(job: list[SourceFile], kept: tuple[SourceFile, ...]) -> list[SourceFile]:
+    """The job's input files and those of the stored rows kept beside them, by path."""
+    return sorted({*job, *kept}, key=lambda f: (f.path, f.sha256))
 
 
 def _block_features(
@@ -215,20 +311,24 @@ def _run(pool: ThreadPoolExecutor | None, fn: Callable[..., R], **kwargs: Any) -
     """``fn(**kwargs)`` on ``pool``, or now when there is none."""
     if pool is not None:
         return pool.submit(fn, **kwargs)
+    return _done(fn(**kwargs))
+
+
+def _done(result: R) -> Future[R]:
     done: Future[R] = Future()
-    done.set_result(fn(**kwargs))
+    done.set_result(result)
     return done
 
 
 def _features(
     task: AssembleTask,
     spec: FeatureSpec,
-    store: Store,
     market: list[EventKind],
     blocks: list[_Block],
     out: AssembleResult,
-) -> None:
-    """The session's features of every symbol: notes per symbol, the pack, the stats."""
+) -> PackData | None:
+    """The job's feature rows of the session, of the symbols with any, and the notes
+    per symbol; None when no symbol has feature rows."""
     clock, clock_kind = spec.clock, CLOCK_INPUTS[spec.clock][0]
     present = {k: {s for b in blocks for s in b.merged[k].present} for k in market}
     notes: list[tuple[str, str]] = []  # (symbol, note): listed by symbol, as the report is
@@ -252,31 +352,17 @@ def _features(
         notes.append((symbol, f"{symbol}/{task.session}: {beyond}"))
     out.notes = [n for _, n in sorted(notes)]
     if not computed or sum(rows.values()) == 0:
-        return
+        return None
     # Blocks are ranges of the sorted symbols: their rows, one after the other, are
     # every symbol's rows in symbol order.
-    symbols = sorted(s for s, n in rows.items() if n)
-    ts = _joined([p.features.ts for p in computed])
-    values = _joined([p.features.values for p in computed])
-    labels = _joined([p.features.labels for p in computed])
-    out.pack = store.write_pack(
-        session=task.session,
-        symbols=symbols,
-        offsets=np.concatenate([[0], np.cumsum([rows[s] for s in symbols])]).astype(np.int64),
-        ts=ts,
-        values=values,
-        feature_names=spec.features,
-        labels=labels,
-        label_names=spec.label_names,
-        layout=task.layout,
-        sources=[task.sources[u] for u in sorted(out.stored)],
+    symbols = tuple(sorted(s for s, n in rows.items() if n))
+    return PackData(
+        symbols,
+        np.concatenate([[0], np.cumsum([rows[s] for s in symbols])]).astype(np.int64),
+        _joined([p.features.ts for p in computed]),
+        _joined([p.features.values for p in computed]),
+        _joined([p.features.labels for p in computed]),
     )
-    out.series = len(symbols)
-    if spec.stats_period is not None:
-        start, end = spec.stats_period
-        inside = (ts >= start) & (ts < end)
-        if inside.any():
-            out.stats.add(values[inside])
 
 
 def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:

@@ -28,6 +28,7 @@ from ticktensor.ingest._engines import make_engine
 from ticktensor.ingest._quarantine import QUARANTINE_SCHEMA
 from ticktensor.ingest._sources import Input, expand_inputs
 from ticktensor.ingest._staging import Staging, group_parts
+from ticktensor.ingest._stored import StoredSession
 from ticktensor.ingest.readers import detect, get_reader, kind_from_columns
 from ticktensor.ingest.readers._base import ReadOptions
 from ticktensor.schemas import EventKind, FeatureSpec
@@ -245,10 +246,10 @@ def ingest(
         with make_engine(kind, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)
             if not options.replace:
-                _check_unpacked(store, files)
+                _check_unpacked(store.version(base), files)
             spec = _spec(store, options, files)
             results = _phase_assemble(
-                engine, workers, files, staging, store, spec, options, progress
+                engine, workers, files, staging, store, base, spec, options, progress
             )
         version, published = _publish(store, base, files, results, spec, staging, options)
     finally:
@@ -401,14 +402,13 @@ def _base_spec(store: Store, options: IngestOptions, files: list[FileResult]) ->
         return None  # e.g. MBO only: events are stored, features need a spec (--features)
 
 
-def _check_unpacked(store: Store, files: list[FileResult]) -> None:
+def _check_unpacked(current: StoreVersion, files: list[FileResult]) -> None:
     """Refuse, before any work, sessions an older ticktensor stored as per-symbol segments.
 
     A job writes a session as one pack; committing it for a session that has segments
     would conflict at the end of the job, after all the work.
     """
     sessions = {session for f in files for session, _, _ in f.parts}
-    current = store.version()
     old = sorted({s.session for s in current.segments} & sessions)
     if not old:
         return
@@ -422,37 +422,34 @@ def _check_unpacked(store: Store, files: list[FileResult]) -> None:
     )
 
 
-def _check_conflicts(store: Store, packs: list[PackRecord], tables: list[TableRecord]) -> None:
-    """Refuse sessions the store holds with other content, naming what of them differs.
+def _check_sessions(base: int, results: list[AssembleResult]) -> None:
+    """Refuse sessions whose stored rows of a symbol of the job differ from the job's,
+    naming the session, what of it differs and the symbols."""
+    refused = sorted((r for r in results if r.conflicts), key=lambda r: r.session)
+    if not refused:
+        return
+    first, more = refused[0], len(refused) - 1
+    kinds = sorted({what for what, _ in first.conflicts if what != "features"})
+    differ = kinds + ["features"] * any(what == "features" for what, _ in first.conflicts)
+    symbols = sorted({symbol for _, symbol in first.conflicts})
+    named = f"symbol {symbols[0]}" + (f" and {len(symbols) - 1} more" if len(symbols) > 1 else "")
+    raise VersionConflictError(
+        f"session {first.session}{f' (and {more} more)' if more else ''} already exists in "
+        f"version {base} with other content (its {' and '.join(differ)} differ), for "
+        f"{named}; pass replace=True to supersede it"
+    )
 
-    The commit would refuse them too, naming one record; this names the session and
-    what changed (the events of a kind, the features), or the input file whose
-    quarantine did.
-    """
-    current = store.version()
+
+def _check_quarantine(current: StoreVersion, tables: list[TableRecord]) -> None:
+    """Refuse a quarantine table of an input file the store holds with other content
+    (its duplicates depend on the job's other files)."""
     published = {t.key: t.path for t in current.tables}
     changed = [t for t in tables if published.get(t.key, t.path) != t.path]
-    held = {p.session: p.path for p in current.packs}
-    differ: dict[str, list[str]] = {}
-    for t in changed:
-        if t.kind != "quarantine":
-            differ.setdefault(t.session, []).append(f"{t.kind} events")
-    for p in packs:
-        if held.get(p.session, p.path) != p.path:
-            differ.setdefault(p.session, []).append("features")
-    if differ:
-        first, *rest = sorted(differ)
-        more = f" (and {len(rest)} more)" if rest else ""
-        what = f"session {first}{more} already exists in version {current.version} with other "
-        what += f"content (its {' and '.join(differ[first])} differ)"
-    elif changed:
-        what = (
+    if changed:
+        raise VersionConflictError(
             f"the quarantine of {changed[0].symbol} already exists in version "
-            f"{current.version} with other content"
+            f"{current.version} with other content; pass replace=True to supersede it"
         )
-    else:
-        return
-    raise VersionConflictError(f"{what}; pass replace=True to supersede it")
 
 
 def _phase_assemble(
@@ -461,12 +458,14 @@ def _phase_assemble(
     files: list[FileResult],
     staging: Staging,
     store: Store,
+    base: int,
     spec: FeatureSpec | None,
     options: IngestOptions,
     progress: bool,
 ) -> list[AssembleResult]:
     provenance = {f.file: SourceFile(path=f.file, sha256=f.sha256, bytes=f.bytes) for f in files}
     groups = group_parts([p for f in files for p in f.parts])
+    stored = StoredSession.of(store.version(base), groups)
     # Fewer sessions than workers: each session's task keeps the spare ones busy too.
     threads = max(1, workers // max(1, min(workers, len(groups))))
     tasks = [
@@ -478,6 +477,9 @@ def _phase_assemble(
             spec,
             options.layout,
             provenance,
+            base,
+            stored.get(session),
+            options.replace,
             options.strict,
             threads,
             BLOCK_ROWS,
@@ -510,6 +512,8 @@ def _publish(
     staging: Staging,
     options: IngestOptions,
 ) -> tuple[StoreVersion, bool]:
+    if not options.replace:
+        _check_sessions(base, results)
     tables = [t for r in results for t in r.tables]
     dup_by_source: dict[str, list[pa.Table]] = {}
     for r in results:
@@ -537,8 +541,11 @@ def _publish(
         )
     packs = [r.pack for r in results if r.pack is not None]
     if not options.replace:
-        _check_conflicts(store, packs, tables)
+        _check_quarantine(store.version(base), [t for t in tables if t.kind == "quarantine"])
     stats = _stats(store, packs, results, spec)
+    # The sessions' tables and packs hold the stored rows of the symbols the job has
+    # none of, and the job's rows where they equal the stored ones (or replace them by
+    # request): they take the place of the published ones.
     version = store.commit(
         packs=packs,
         tables=tables,
@@ -546,7 +553,8 @@ def _publish(
         attributes={} if spec is None else {"feature_spec": spec.to_dict()},
         message=options.message or f"ingest {len(files)} file(s)",
         base_version=base,
-        replace=options.replace,
+        replace=True,
+        remove_tables=[key for r in results for key in r.removed_tables],
     )
     return version, version.version != base
 

@@ -321,11 +321,6 @@ def test_a_session_stored_as_segments_needs_replace(
     assert not again.published
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Store.commit cannot yet drop a session's per-symbol event tables when one "
-    "table of every symbol replaces them",
-)
 def test_replacing_a_session_of_segments_drops_its_per_symbol_tables(tmp_path: Path) -> None:
     files = [f for f in market_files(tmp_path) if f.endswith("-0.csv")]
     url, _ = _older_store(tmp_path, files)
@@ -351,3 +346,166 @@ def test_blocks_of_symbols_change_nothing_in_the_store(
     assert [t.path for t in blocks.version.tables] == [t.path for t in whole.version.tables]
     assert blocks.notes == whole.notes
     assert (blocks.packs, blocks.series) == (whole.packs, whole.series) == (2, 8)
+
+
+# A job with rows of some symbols of a session the store holds: those symbols' rows take
+# the place of theirs, every other symbol keeps its stored rows.
+
+
+def symbol_files(tmp: Path, symbol: str, day: int = 0, *, price_shift: float = 0.0) -> list[str]:
+    """One symbol's quotes and trades of one day, a file each (a vendor's per-symbol
+    files); ``price_shift`` moves its trade prices (other data for the same day)."""
+    folder = tmp / f"shift-{price_shift}"
+    folder.mkdir(exist_ok=True)
+    trades = _events(symbol, day, EventKind.TRADES).select(COLUMNS[EventKind.TRADES])
+    price = pc.add(trades.column("price"), price_shift)
+    trades = trades.set_column(trades.schema.get_field_index("price"), "price", price)
+    quotes = _events(symbol, day, EventKind.QUOTES).select(COLUMNS[EventKind.QUOTES])
+    return [
+        _csv(quotes, folder / f"quotes-{symbol}-{day}.csv"),
+        _csv(trades, folder / f"trades-{symbol}-{day}.csv"),
+    ]
+
+
+def _symbol_rows(version: StoreVersion, session: str) -> dict[str, tuple[object, ...]]:
+    """Per symbol of a session: its rows of each kind and its feature rows, as stored."""
+    out: dict[str, tuple[object, ...]] = {}
+    tables = {t.kind: version.read_table(t) for t in version.tables if t.session == session}
+    pack = version.pack(session)
+    data = version.read_pack(pack)
+    for symbol in version.pack_index(pack).symbols:
+        lo, hi = version.pack_index(pack).rows_of(symbol)
+        events = tuple(
+            tables[kind].filter(pc.field("symbol") == symbol) for kind in ("quotes", "trades")
+        )
+        assert data.labels is not None
+        out[symbol] = (*events, data.ts[lo:hi], data.values[lo:hi], data.labels[lo:hi])
+    return out
+
+
+def _assert_same_rows(got: tuple[object, ...], want: tuple[object, ...]) -> None:
+    """Bit for bit: the tables equal, the arrays' bytes equal."""
+    for a, b in zip(got, want, strict=True):
+        if isinstance(a, pa.Table):
+            assert isinstance(b, pa.Table)
+            assert a.equals(b)
+        else:
+            assert isinstance(a, np.ndarray)
+            assert isinstance(b, np.ndarray)
+            assert a.dtype == b.dtype
+            assert a.tobytes() == b.tobytes()
+
+
+def test_one_symbol_per_run_adds_up_to_one_run_over_every_file(tmp_path: Path) -> None:
+    """Per-symbol files of one day arriving in separate runs: each run adds its symbol to
+    the session; the version equals one run over every file, statistics included."""
+    period = (0, 2**62)  # every feature row counts towards the statistics
+    files = {s: symbol_files(tmp_path, s) for s in ("AAA", "BBB", "CCC")}
+    files["BBB"] += symbol_files(tmp_path, "BBB", 1)  # a session the later runs leave alone
+    url = str(tmp_path / "runs")
+    for symbol in ("BBB", "AAA", "CCC"):  # not in symbol order
+        result = ingest(files[symbol], url, opts(stats_period=period), progress=False)
+        assert result.published
+    every = [f for fs in files.values() for f in fs]
+    whole = ingest(every, str(tmp_path / "whole"), opts(stats_period=period), progress=False)
+    v, w = result.version, whole.version
+    assert v.version == 3
+    assert (result.packs, result.series) == (1, 3)  # the session's pack holds all three
+    assert [p.session for p in v.packs] == SESSIONS
+    assert v.symbols == w.symbols == ("AAA", "BBB", "CCC")
+    assert [(t.kind, t.symbol) for t in v.tables_of("trades")] == [("trades", "*")] * 2
+    got, want = _symbol_rows(v, SESSIONS[0]), _symbol_rows(w, SESSIONS[0])
+    assert list(got) == list(want)
+    for symbol in want:
+        _assert_same_rows(got[symbol], want[symbol])
+    # The same files: each table of every symbol and the pack, byte for byte.
+    assert [t.path for t in v.tables] == [t.path for t in w.tables]
+    assert [p.path for p in v.packs] == [p.path for p in w.packs]
+    # Each feature row counts once towards the statistics, stored or new.
+    assert v.stats is not None
+    assert v.stats.count == sum(p.rows for p in v.packs)
+    assert v.stats == w.stats
+    Store.open(url).verify()
+
+
+def test_replace_of_one_symbol_keeps_the_others_bit_for_bit(tmp_path: Path) -> None:
+    url = str(tmp_path / "store")
+    first = ingest(market_files(tmp_path), url, opts(), progress=False).version
+    other = symbol_files(tmp_path, "BBB", price_shift=0.5)
+    v = ingest(other, url, opts(replace=True), progress=False).version
+    assert v.version == first.version + 1
+    before, after = _symbol_rows(first, SESSIONS[0]), _symbol_rows(v, SESSIONS[0])
+    assert list(after) == list(MARKET.symbols)
+    for symbol in ("AAA", "CCC", "DDD"):
+        _assert_same_rows(after[symbol], before[symbol])
+    # BBB's rows are the new file's, as a run over it alone computes them.
+    alone = ingest(other, str(tmp_path / "alone"), opts(), progress=False).version
+    _assert_same_rows(after["BBB"], _symbol_rows(alone, SESSIONS[0])["BBB"])
+    assert after["BBB"][1] != before["BBB"][1]  # its trades changed
+    # The other session is untouched: the same pack and tables.
+    assert v.pack(SESSIONS[1]) == first.pack(SESSIONS[1])
+    assert [t for t in v.tables if t.session == SESSIONS[1]] == [
+        t for t in first.tables if t.session == SESSIONS[1]
+    ]
+
+
+def test_other_rows_of_a_stored_symbol_conflict_naming_it(tmp_path: Path) -> None:
+    url = tmp_path / "store"
+    files = [*symbol_files(tmp_path, "AAA"), *symbol_files(tmp_path, "BBB")]
+    first = ingest(files, str(url), opts(), progress=False).version
+    data = {p: b for p, b in _files_of(url).items() if p.startswith(("events/", "packs/"))}
+    other = symbol_files(tmp_path, "BBB", price_shift=0.5)
+    with pytest.raises(VersionConflictError) as info:
+        ingest(other, str(url), opts(), progress=False)
+    message = str(info.value)
+    assert message.startswith(f"session {SESSIONS[0]} already exists in version {first.version}")
+    assert "(its trades events differ), for symbol BBB;" in message
+    assert message.endswith("pass replace=True to supersede it")
+    assert Store.open(str(url)).latest_version() == first.version
+    after = {p: b for p, b in _files_of(url).items() if p.startswith(("events/", "packs/"))}
+    assert after == data  # refused before writing a table or a pack
+    # A new symbol beside them is no conflict.
+    added = ingest(symbol_files(tmp_path, "CCC"), str(url), opts(), progress=False)
+    assert added.version.symbols == ("AAA", "BBB", "CCC")
+
+
+def test_an_older_stores_session_takes_one_symbol_in_and_folds_its_tables(
+    tmp_path: Path,
+) -> None:
+    """Segments and per-symbol tables (what an older ticktensor wrote), then one symbol's
+    files with replace: one pack and one table per kind of every symbol, nothing lost."""
+    files = [f for f in market_files(tmp_path) if f.endswith("-0.csv")]
+    url, old = _older_store(tmp_path, files)
+    other = symbol_files(tmp_path, "CCC", price_shift=0.5)
+    v = ingest(other, url, opts(replace=True), progress=False).version
+    assert v.segments == ()
+    assert v.pack_index(v.pack(SESSIONS[0])).symbols == MARKET.symbols
+    assert [(t.kind, t.symbol) for t in v.tables] == [("quotes", "*"), ("trades", "*")]
+    rows = _symbol_rows(v, SESSIONS[0])
+    for symbol in ("AAA", "BBB", "DDD"):  # as the segments and per-symbol tables held them
+        seg = old.read_segment(old.segment(symbol, SESSIONS[0]))
+        assert seg.labels is not None
+        tables = tuple(
+            old.read_table(next(t for t in old.tables_of(kind) if t.symbol == symbol))
+            for kind in ("quotes", "trades")
+        )
+        _assert_same_rows(rows[symbol], (*tables, seg.ts, seg.values, seg.labels))
+    alone = ingest(other, str(tmp_path / "alone"), opts(), progress=False).version
+    _assert_same_rows(rows["CCC"], _symbol_rows(alone, SESSIONS[0])["CCC"])
+    assert sum(t.rows for t in v.tables) == sum(t.rows for t in old.tables)
+    Store.open(url).verify()
+
+
+def test_an_identical_rerun_of_some_symbols_writes_nothing(tmp_path: Path) -> None:
+    url = tmp_path / "store"
+    per_symbol = {s: symbol_files(tmp_path, s) for s in MARKET.symbols}
+    first = ingest([f for fs in per_symbol.values() for f in fs], str(url), opts(), progress=False)
+    before = _files_of(url)
+    for symbol in ("BBB", "DDD"):
+        again = ingest(per_symbol[symbol], str(url), opts(), progress=False)
+        assert not again.published
+        assert again.version.version == first.version.version
+        assert (again.packs, again.series) == (1, 4)
+        again = ingest(per_symbol[symbol], str(url), opts(replace=True), progress=False)
+        assert not again.published
+    assert _files_of(url) == before

@@ -1,0 +1,308 @@
+"""A session as the store already holds it, and a job's rows merged in symbol by symbol.
+
+A job writes a session as one table per kind and one pack, of every symbol; a job with
+rows of some symbols only takes the place of those symbols' rows and keeps the stored
+rows of every other symbol. Stored rows come from the version the job builds on: its
+all-symbol tables and pack, or the per-symbol tables and segments an older ticktensor
+wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ticktensor.errors import SchemaError
+from ticktensor.ingest._symbols import symbol_codes
+from ticktensor.schemas import EventKind, conform
+from ticktensor.store import (
+    ALL_SYMBOLS,
+    PackData,
+    PackRecord,
+    SegmentRecord,
+    SourceFile,
+    StoreVersion,
+    TableRecord,
+)
+
+__all__ = ["Merge", "StoredFeatures", "StoredSession", "merge_events", "merge_features"]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class StoredFeatures:
+    """A session's stored feature rows of every symbol, and the names of their columns."""
+
+    session: str
+    rows: PackData
+    feature_names: tuple[str, ...]
+    label_names: tuple[str, ...]
+    sources: tuple[SourceFile, ...]
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """The records a version holds of one session; rows are read on demand (picklable)."""
+
+    session: str
+    #: Per kind, the table of every symbol (key symbol ``ALL_SYMBOLS``).
+    tables: Mapping[str, TableRecord] = field(default_factory=dict)
+    #: Per kind, the per-symbol tables an older ticktensor wrote, by symbol.
+    symbol_tables: Mapping[str, tuple[TableRecord, ...]] = field(default_factory=dict)
+    pack: PackRecord | None = None
+    #: The session's segments (an older ticktensor's), by symbol.
+    segments: tuple[SegmentRecord, ...] = ()
+
+    @staticmethod
+    def of(version: StoreVersion, sessions: Iterable[str]) -> dict[str, StoredSession]:
+        """What ``version`` holds of each of ``sessions`` (one pass over its records)."""
+        wanted = set(sessions)
+        tables: dict[str, dict[str, TableRecord]] = {}
+        symbol_tables: dict[str, dict[str, list[TableRecord]]] = {}
+        for t in version.tables:
+            if t.session not in wanted or t.kind == "quarantine":
+                continue
+            if t.symbol == ALL_SYMBOLS:
+                tables.setdefault(t.session, {})[t.kind] = t
+            else:
+                symbol_tables.setdefault(t.session, {}).setdefault(t.kind, []).append(t)
+        segments: dict[str, list[SegmentRecord]] = {}
+        for s in version.segments:
+            if s.session in wanted:
+                segments.setdefault(s.session, []).append(s)
+        packs = {p.session: p for p in version.packs if p.session in wanted}
+        held = set(tables) | set(symbol_tables) | set(segments) | set(packs)
+        return {s: _session(s, tables, symbol_tables, packs, segments) for s in sorted(held)}
+
+    def symbol_table_keys(self, kind: EventKind) -> list[tuple[str, str, str]]:
+        """Keys of the per-symbol tables of ``kind``, which a table of every symbol
+        of the session takes the place of."""
+        return [t.key for t in self.symbol_tables.get(kind.value, ())]
+
+    def events(self, version: StoreVersion, kind: EventKind) -> pa.Table | None:
+        """Every stored row of ``kind``, canonical and sorted by (symbol, ts); None if none.
+
+        A symbol takes its rows from the table of every symbol when that holds any, else
+        from its own table.
+        """
+        whole = self.tables.get(kind.value)
+        parts = [] if whole is None else [conform(version.read_table(whole), kind)]
+        own = self.symbol_tables.get(kind.value, ())
+        if not own:
+            return parts[0] if parts else None
+        held = set(_runs(parts[0])[0]) if parts else set()
+        parts += [conform(version.read_table(t), kind) for t in own if t.symbol not in held]
+        table = pa.concat_tables(parts)
+        codes, _ = symbol_codes(table.column("symbol"))
+        if np.any(codes[1:] < codes[:-1]):  # per-symbol tables beside one of every symbol
+            table = table.take(pa.array(np.argsort(codes, kind="stable")))
+        return table
+
+    def sources(self, kind: EventKind) -> tuple[SourceFile, ...]:
+        """The input files of the stored tables of ``kind``."""
+        whole = self.tables.get(kind.value)
+        records = ([] if whole is None else [whole]) + list(self.symbol_tables.get(kind.value, ()))
+        return tuple(s for r in records for s in r.sources)
+
+    def features(self, version: StoreVersion) -> StoredFeatures | None:
+        """The session's stored feature rows (its pack's, or its segments' in symbol order)."""
+        if self.pack is not None:
+            data = version.read_pack(self.pack)
+            labels = data.labels if data.labels is not None else _no_labels(data.ts.shape[0])
+            rows = PackData(data.symbols, data.offsets, data.ts, data.values, labels)
+            p = self.pack
+            return StoredFeatures(self.session, rows, p.feature_names, p.label_names, p.sources)
+        if not self.segments:
+            return None
+        read = [version.read_segment(s) for s in self.segments]
+        first = self.segments[0]
+        rows = PackData(
+            tuple(s.symbol for s in self.segments),
+            np.concatenate([[0], np.cumsum([d.ts.shape[0] for d in read])]).astype(np.int64),
+            np.concatenate([d.ts for d in read]),
+            np.concatenate([d.values for d in read]),
+            np.concatenate(
+                [d.labels if d.labels is not None else _no_labels(d.ts.shape[0]) for d in read]
+            ),
+        )
+        sources = tuple(f for s in self.segments for f in s.sources)
+        return StoredFeatures(self.session, rows, first.feature_names, first.label_names, sources)
+
+
+def _session(
+    session: str,
+    tables: dict[str, dict[str, TableRecord]],
+    symbol_tables: dict[str, dict[str, list[TableRecord]]],
+    packs: dict[str, PackRecord],
+    segments: dict[str, list[SegmentRecord]],
+) -> StoredSession:
+    by_kind = symbol_tables.get(session, {})
+    return StoredSession(
+        session,
+        tables.get(session, {}),
+        {kind: tuple(sorted(ts, key=lambda t: t.symbol)) for kind, ts in by_kind.items()},
+        packs.get(session),
+        tuple(sorted(segments.get(session, []), key=lambda r: r.symbol)),
+    )
+
+
+@dataclass(frozen=True)
+class Merge(Generic[R]):
+    """A session's rows of one kind (or its features) in the version a job writes."""
+
+    rows: R
+    """The job's rows of its symbols and the stored rows of every other symbol, by symbol."""
+    conflicts: tuple[str, ...]
+    """The job's symbols whose stored rows differ from the job's."""
+    kept: tuple[str, ...]
+    """The stored symbols the job has no rows of: their rows are the store's."""
+    unchanged: bool
+    """The rows are the stored rows, symbol for symbol."""
+
+
+def merge_events(job: pa.Table, stored: pa.Table | None) -> Merge[pa.Table]:
+    """``job``'s rows (canonical, sorted by symbol) over the ``stored`` rows of its kind."""
+    if stored is None or stored.num_rows == 0:
+        return Merge(job, (), (), stored is not None and job.num_rows == 0)
+    if stored.schema != job.schema:
+        stored = stored.cast(job.schema)
+    (job_symbols, job_offsets), (held_symbols, held_offsets) = _runs(job), _runs(stored)
+
+    def same(i: int, j: int) -> bool:
+        a = job.slice(job_offsets[i], job_offsets[i + 1] - job_offsets[i])
+        b = stored.slice(held_offsets[j], held_offsets[j + 1] - held_offsets[j])
+        return _same_table(a, b)
+
+    pieces, conflicts, kept, unchanged = _plan(
+        job_symbols, job_offsets, held_symbols, held_offsets, same
+    )
+    sources = (job, stored)
+    rows = pa.concat_tables([sources[s].slice(lo, hi - lo) for s, lo, hi in pieces])
+    return Merge(rows, conflicts, kept, unchanged)
+
+
+def merge_features(
+    job: PackData, names: tuple[tuple[str, ...], tuple[str, ...]], stored: StoredFeatures | None
+) -> Merge[PackData]:
+    """``job``'s feature rows (columns ``names``: features, labels) over the ``stored`` ones.
+
+    Stored rows of other feature or label names differ from the job's; keeping such a
+    symbol's rows beside the job's is a :class:`SchemaError` (a pack has one set of
+    columns).
+    """
+    if stored is None:
+        return Merge(job, (), (), False)
+    held = stored.rows
+    same_names = names == (stored.feature_names, stored.label_names)
+
+    def same(i: int, j: int) -> bool:
+        a, b = slice(*job.offsets[i : i + 2]), slice(*held.offsets[j : j + 2])
+        return (
+            same_names
+            and np.array_equal(job.ts[a], held.ts[b])
+            and np.array_equal(job.values[a], held.values[b], equal_nan=True)
+            and np.array_equal(_labels(job)[a], _labels(held)[b], equal_nan=True)
+        )
+
+    pieces, conflicts, kept, unchanged = _plan(
+        job.symbols, job.offsets, held.symbols, held.offsets, same
+    )
+    if kept and not same_names:
+        more = f" and {len(kept) - 1} more symbol(s)" if len(kept) > 1 else ""
+        raise SchemaError(
+            f"session {stored.session}: the store holds features {list(stored.feature_names)} "
+            f"and labels {list(stored.label_names)} of {kept[0]}{more}, which this job has no "
+            f"rows of; the job computes features {list(names[0])} and labels "
+            f"{list(names[1])}, and a pack holds one set of columns: ingest every symbol of "
+            "the session with the job's spec"
+        )
+    counts = dict(zip(held.symbols, np.diff(held.offsets).tolist(), strict=True))
+    counts.update(zip(job.symbols, np.diff(job.offsets).tolist(), strict=True))
+    symbols = tuple(sorted(counts))
+    sources = (job, held)
+    rows = PackData(
+        symbols,
+        np.concatenate([[0], np.cumsum([counts[s] for s in symbols])]).astype(np.int64),
+        _joined([sources[s].ts[lo:hi] for s, lo, hi in pieces]),
+        _joined([sources[s].values[lo:hi] for s, lo, hi in pieces]),
+        _joined([_labels(sources[s])[lo:hi] for s, lo, hi in pieces]),
+    )
+    return Merge(rows, conflicts, kept, unchanged)
+
+
+def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    """The pieces one after the other; the piece itself when there is one."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _labels(rows: PackData) -> npt.NDArray[np.float32]:
+    return rows.labels if rows.labels is not None else _no_labels(rows.ts.shape[0])
+
+
+def _no_labels(rows: int) -> npt.NDArray[np.float32]:
+    return np.empty((rows, 0), dtype=np.float32)
+
+
+def _plan(
+    job_symbols: tuple[str, ...] | list[str],
+    job_offsets: npt.NDArray[np.int64],
+    held_symbols: tuple[str, ...] | list[str],
+    held_offsets: npt.NDArray[np.int64],
+    same: Callable[[int, int], bool],
+) -> tuple[list[tuple[int, int, int]], tuple[str, ...], tuple[str, ...], bool]:
+    """The merged rows as ``(source, lo, hi)`` ranges (0: the job's, 1: the store's), in
+    symbol order, contiguous ranges joined; the conflicts, the kept symbols, and whether
+    the merged rows are the stored ones."""
+    held = {s: j for j, s in enumerate(held_symbols)}
+    job = {s: i for i, s in enumerate(job_symbols)}
+    pieces: list[tuple[int, int, int]] = []
+    conflicts, kept = [], []
+    unchanged = True
+    for symbol in sorted(job.keys() | held.keys()):
+        i, j = job.get(symbol), held.get(symbol)
+        if i is not None:
+            piece = (0, int(job_offsets[i]), int(job_offsets[i + 1]))
+            if j is None or not same(i, j):
+                unchanged = False
+                conflicts += [] if j is None else [symbol]
+        elif j is not None:
+            piece = (1, int(held_offsets[j]), int(held_offsets[j + 1]))
+            kept.append(symbol)
+        if pieces and pieces[-1][0] == piece[0] and pieces[-1][2] == piece[1]:
+            pieces[-1] = (piece[0], pieces[-1][1], piece[2])
+        else:
+            pieces.append(piece)
+    return pieces, tuple(conflicts), tuple(kept), unchanged
+
+
+def _runs(table: pa.Table) -> tuple[list[str], npt.NDArray[np.int64]]:
+    """The symbols of a table sorted by symbol, and the offsets of their rows."""
+    codes, names = symbol_codes(table.column("symbol"))
+    counts = np.bincount(codes, minlength=len(names))
+    present = counts > 0
+    offsets = np.concatenate([[0], np.cumsum(counts[present])]).astype(np.int64)
+    return [n for n, p in zip(names, present.tolist(), strict=True) if p], offsets
+
+
+def _same_table(a: pa.Table, b: pa.Table) -> bool:
+    """Equal rows, column by column; NaN equals NaN (as re-reading a float gives it)."""
+    if a.num_rows != b.num_rows:
+        return False
+    for x, y in zip(a.columns, b.columns, strict=True):
+        if x.equals(y):
+            continue
+        if not pa.types.is_floating(x.type):
+            return False
+        if not pc.equal(pc.is_null(x), pc.is_null(y)).to_numpy(zero_copy_only=False).all():
+            return False
+        xs, ys = x.to_numpy(zero_copy_only=False), y.to_numpy(zero_copy_only=False)
+        if not np.array_equal(xs, ys, equal_nan=True):
+            return False
+    return True
