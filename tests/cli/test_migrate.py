@@ -64,7 +64,7 @@ def test_info_shows_packs(v1_store: Path, capsys: pytest.CaptureFixture[str]) ->
     capsys.readouterr()
     assert main(["info", str(v1_store)]) == 0
     text = capsys.readouterr().out
-    assert "rows      300 in 0 segments and 1 packs, 3 features, 1 labels" in text
+    assert "rows      300 in 1 packs, 3 features, 1 labels" in text
     assert "packs     1 sessions (2023-11-14 .. 2023-11-14), 2 symbols, 300 rows in 9 files" in text
     assert "symbols   2: AAA, B/B" in text
     assert " 0 segments   1 packs " in text  # the version list counts packs too

@@ -100,7 +100,8 @@ def _tables_info(version: StoreVersion, kind: str) -> dict[str, Any]:
 def format_info(info: dict[str, Any]) -> str:
     sessions = info["sessions"]
     packs = info["packs"]
-    held = f"{info['segments']} segments" + (f" and {len(packs)} packs" if packs else "")
+    parts = [f"{info['segments']} segments"] if info["segments"] or not packs else []
+    held = " and ".join([*parts, *([f"{len(packs)} packs"] if packs else [])])
     lines = [
         f"store     {info['url']}  (format v{info['format_version']})",
         f"version   {info['version']} of {info['latest_version']}  created {info['created']}"
