@@ -77,9 +77,10 @@ class IngestOptions:
         (the training period); replaces the feature spec's ``stats_period``, and is kept
         with the spec in the store, so later ingests use it too.
     replace
-        Let a session's new content supersede what the store holds for it: other data
-        for a session already ingested, or a session an older ticktensor stored as one
-        segment per symbol (a job writes each session as one pack).
+        Let the job's rows of a symbol in a session supersede other rows the store holds
+        of it (of a kind, or features), and a session an older ticktensor stored as one
+        segment per symbol become one pack. Either way the symbols of a session the job
+        has no rows of keep their stored rows.
     """
 
     format: str = "auto"
@@ -429,8 +430,8 @@ def _check_sessions(base: int, results: list[AssembleResult]) -> None:
     if not refused:
         return
     first, more = refused[0], len(refused) - 1
-    kinds = sorted({what for what, _ in first.conflicts if what != "features"})
-    differ = kinds + ["features"] * any(what == "features" for what, _ in first.conflicts)
+    whats = {what for what, _ in first.conflicts}  # "<kind> events" or "features"
+    differ = sorted(whats - {"features"}) + (["features"] if "features" in whats else [])
     symbols = sorted({symbol for _, symbol in first.conflicts})
     named = f"symbol {symbols[0]}" + (f" and {len(symbols) - 1} more" if len(symbols) > 1 else "")
     raise VersionConflictError(
