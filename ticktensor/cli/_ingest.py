@@ -78,7 +78,11 @@ def register(sub: Any) -> None:
         help="compute normalization statistics over [START, END) only (dates or ISO "
         "timestamps, UTC unless zoned), e.g. 2024-01-02:2024-07-01; kept for later ingests",
     )
-    p.add_argument("--replace", action="store_true", help="supersede existing sessions")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="supersede the stored rows of the job's symbols (other symbols of a session are kept)",
+    )
     p.add_argument("--report", metavar="FILE", help="write per-file results as JSON")
     p.add_argument("--message", default="", help="version message")
     p.add_argument("--batch-rows", type=positive_int, default=1 << 20, help="rows per read batch")
