@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -128,9 +129,13 @@ class Distributed:
             dist.barrier()
 
     def close(self) -> None:
-        """Destroy the process group if :meth:`from_env` created it (not the caller's)."""
+        """Destroy the process group if :meth:`from_env` created it (not the caller's),
+        and let go of this context's groups, so that their worker threads are joined now
+        rather than during interpreter shutdown."""
+        self.mesh = self.dp_group = self.tp_group = None
         if self.owns_group and dist.is_initialized():
             dist.destroy_process_group()
+            gc.collect()
 
     @property
     def _comm_device(self) -> torch.device:

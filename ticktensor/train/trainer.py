@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -41,6 +42,11 @@ def train(config: TrainConfig) -> dict[str, Any]:
     finally:
         if run is not None:
             run.close()
+        # The model holds the process group: it must go, and the group with it, while the
+        # interpreter is alive. A gloo worker thread that drops the last reference to a
+        # collective's tensors during interpreter shutdown aborts the process.
+        run = None
+        gc.collect()
         ctx.close()
 
 
