@@ -210,7 +210,7 @@ class Location:
             raise error from exc
 
     def write_atomic(
-        self, rel: str, data: bytes | Sequence[bytes], *, durable: bool = True
+        self, rel: str, data: bytes | Sequence[bytes | memoryview], *, durable: bool = True
     ) -> None:
         """Write ``data`` (bytes, or parts written back to back) to ``rel`` so that readers
         see the old or the new bytes, never a mix.

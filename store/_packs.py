@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
@@ -32,7 +32,14 @@ from ._guard import GuardedPackStore
 from ._layout import Codec, Layout
 from ._location import Location, safe_component
 from ._manifest import FileEntry, PackRecord, SourceFile, sha256_hex
-from ._zarr_write import array_files, encode_chunks, group_file, shard_objects, sharding_document
+from ._zarr_write import (
+    Buffer,
+    array_files,
+    encode_chunks,
+    group_file,
+    shard_objects,
+    sharding_document,
+)
 
 __all__ = [
     "PACK_FORMAT_VERSION",
@@ -194,55 +201,86 @@ def write_pack(
     label_names: Sequence[str],
     layout: Layout,
     sources: Sequence[SourceFile] = (),
-    content_hash: str | None = None,
+    published: Callable[[str], PackRecord | None] | None = None,
 ) -> PackRecord:
     """Write one pack and return its record (not yet part of any version).
 
-    As for segments, the caller guarantees the path is not published: a leftover of an
-    interrupted write there is removed first.
+    ``published(path)`` returns the published record at the pack's path, if any: then
+    nothing is written and it is returned (idempotent reruns). As for segments, a path
+    that is not published may hold a leftover of an interrupted write: it is removed.
+
+    Every stored byte is hashed twice (each inner chunk, each object) and the inputs
+    once (the content hash, which names the pack): on a pool, while this thread encodes
+    and writes.
     """
     offsets = np.asarray(offsets, dtype=np.int64)
     check_pack_inputs(session, symbols, offsets, ts, values, labels, feature_names, label_names)
-    content_hash = content_hash or pack_content_hash(
-        session, symbols, offsets, ts, values, labels, feature_names, label_names, layout
-    )
-    rel = pack_path(session, content_hash)
-    location.remove_tree(rel)
     n = int(ts.shape[0])
     chunk_rows = min(layout.chunk_rows, n)
     shard_rows = shard_rows_for(n, len(feature_names), chunk_rows)
     arrays: list[tuple[str, npt.NDArray[Any], list[str], dict[str, Any] | None]] = [
-        ("ts", ts, ["time"], None),
-        ("values", values, ["time", "feature"], {"feature_names": list(feature_names)}),
+        ("ts", np.ascontiguousarray(ts), ["time"], None),
+        (
+            "values",
+            np.ascontiguousarray(values),
+            ["time", "feature"],
+            {"feature_names": list(feature_names)},
+        ),
     ]
     if label_names and labels is not None:
-        arrays.append(("labels", labels, ["time", "label"], {"label_names": list(label_names)}))
+        arrays.append(
+            (
+                "labels",
+                np.ascontiguousarray(labels),
+                ["time", "label"],
+                {"label_names": list(label_names)},
+            )
+        )
     written: list[tuple[str, Future[str], int]] = []
-    chunk_hashes: list[list[bytes]] = []
-    # Writing and hashing both release the GIL: each object is hashed on the pool while
-    # this thread writes it (the write, not the hash, sets the pace).
     with ThreadPoolExecutor(thread_name_prefix="ticktensor-pack") as pool:
+        named = pool.submit(
+            pack_content_hash,
+            session,
+            symbols,
+            offsets,
+            ts,
+            values,
+            labels,
+            feature_names,
+            label_names,
+            layout,
+        )
+        encoded = [encode_chunks(data, chunk_rows, layout, pool) for _, data, _, _ in arrays]
+        per_chunk = [[pool.submit(_sha256_digest, b) for b in enc] for enc in encoded]
+        content_hash = named.result()
+        rel = pack_path(session, content_hash)
+        found = None if published is None else published(rel)
+        if found is not None:
+            for futures in per_chunk:
+                for future in futures:
+                    future.cancel()
+            return found
+        location.remove_tree(rel)
 
-        def put(key: str, parts: Sequence[bytes]) -> None:
+        def put(key: str, parts: Sequence[Buffer]) -> None:
+            # Writing and hashing both release the GIL: the pool hashes each object
+            # while this thread writes it.
             digest = pool.submit(_sha256_hex_of, parts)
             location.write_atomic(f"{rel}/{key}", parts, durable=False)  # flushed at commit
             written.append((key, digest, sum(len(p) for p in parts)))
 
-        for name, data, dims, attributes in arrays:
-            encoded = encode_chunks(data, chunk_rows, layout, pool)
-            per_chunk = [pool.submit(lambda b: hashlib.sha256(b).digest(), b) for b in encoded]
+        for (name, data, dims, attributes), enc in zip(arrays, encoded, strict=True):
             doc = sharding_document(
                 data, chunk_rows, shard_rows, layout, dimension_names=dims, attributes=attributes
             )
             put(f"{name}/zarr.json", [doc])
-            for key, parts in shard_objects(encoded, shard_rows // chunk_rows, data.ndim):
+            for key, parts in shard_objects(enc, shard_rows // chunk_rows, data.ndim):
                 put(f"{name}/{key}", parts)
-            chunk_hashes.append([f.result() for f in per_chunk])
-        hashes = np.frombuffer(b"".join(b for per in chunk_hashes for b in per), dtype=np.uint8)
-        hashes = hashes.reshape(len(chunk_hashes), -1, 32)
+        digests = b"".join(f.result() for futures in per_chunk for f in futures)
+        hashes = np.frombuffer(digests, dtype=np.uint8).reshape(len(arrays), -1, 32)
         for key, blob in array_files(
             hashes,
-            len(chunk_hashes),
+            len(arrays),
             Layout(codec=Codec.NONE),
             dimension_names=["array", "chunk", "byte"],
             attributes={"arrays": [a[0] for a in arrays]},
@@ -280,7 +318,11 @@ def write_pack(
     )
 
 
-def _sha256_hex_of(parts: Sequence[bytes]) -> str:
+def _sha256_digest(data: Buffer) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _sha256_hex_of(parts: Sequence[Buffer]) -> str:
     digest = hashlib.sha256()
     for part in parts:
         digest.update(part)

@@ -39,7 +39,7 @@ from ._manifest import (
     load_json,
     sha256_hex,
 )
-from ._packs import pack_content_hash, pack_path, write_pack
+from ._packs import write_pack
 from ._repair import RepairReport
 from ._repair import repair as repair_store
 from ._segments import segment_content_hash, segment_path, write_segment
@@ -336,27 +336,20 @@ class Store:
         Correcting one symbol's day means writing the session's pack again and
         committing it with ``replace=True`` (copy-on-write; docs/store-format.md).
         """
-        layout = layout or self._layout
-        offsets = np.asarray(offsets, dtype=np.int64)
-        content_hash = pack_content_hash(
-            session, symbols, offsets, ts, values, labels, feature_names, label_names, layout
-        )
         published = self._latest().packs.get((session,))
-        if published is not None and published.path == pack_path(session, content_hash):
-            return published
         return write_pack(
             self._location,
             session=session,
             symbols=symbols,
-            offsets=offsets,
+            offsets=np.asarray(offsets, dtype=np.int64),
             ts=ts,
             values=values,
             labels=labels,
             feature_names=feature_names,
             label_names=label_names,
-            layout=layout,
+            layout=layout or self._layout,
             sources=sources,
-            content_hash=content_hash,
+            published=lambda path: published if published and published.path == path else None,
         )
 
     def write_table(

@@ -23,6 +23,8 @@ from ._layout import Layout
 __all__ = ["array_files", "group_file"]
 
 Files = Iterator[tuple[str, bytes]]
+Buffer = bytes | memoryview
+"""Stored bytes: a ``bytes`` object, or a flat byte view of an array (no copy)."""
 
 
 def _document(fields: dict[str, Any]) -> bytes:
@@ -165,31 +167,35 @@ def sharding_document(
 
 def encode_chunks(
     data: npt.NDArray[Any], chunk_rows: int, layout: Layout, pool: Any = None
-) -> list[bytes]:
+) -> list[Buffer]:
     """Every ``chunk_rows``-row chunk of ``data`` encoded with the layout's codec, the last
     one padded to full size with the fill value; ``pool`` (an executor) encodes them in
-    parallel (the codecs release the GIL)."""
+    parallel (the codecs release the GIL). Uncompressed full chunks are views of
+    ``data`` (no copy): keep ``data`` unchanged while they are in use."""
     data = np.ascontiguousarray(data)
     little = data.astype(data.dtype.newbyteorder("<"), copy=False)
     fill: Any = np.nan if data.dtype.kind == "f" else 0
     _, compressor = _codecs(layout, data.dtype.itemsize)
 
-    def encode(lo: int) -> bytes:
+    def encode(lo: int) -> Buffer:
         chunk = little[lo : lo + chunk_rows]
         if chunk.shape[0] < chunk_rows:
             padded = np.full((chunk_rows, *data.shape[1:]), fill, dtype=little.dtype)
             padded[: chunk.shape[0]] = chunk
             chunk = padded
-        raw = chunk.tobytes()
-        return raw if compressor is None else bytes(compressor.encode(raw))
+        if compressor is None:
+            return chunk.data.cast("B")  # one flat byte view of the rows: len() is its size
+        return bytes(compressor.encode(chunk.tobytes()))
 
     starts = range(0, data.shape[0], chunk_rows)
-    return list(pool.map(encode, starts) if pool is not None else map(encode, starts))
+    if compressor is None or pool is None:
+        return list(map(encode, starts))
+    return list(pool.map(encode, starts))
 
 
 def shard_objects(
-    encoded: Sequence[bytes], per_shard: int, ndim: int
-) -> Iterator[tuple[str, list[bytes]]]:
+    encoded: Sequence[Buffer], per_shard: int, ndim: int
+) -> Iterator[tuple[str, list[Buffer]]]:
     """``(key, parts)`` of each shard holding ``encoded`` inner chunks, ``per_shard`` at a
     time: the chunks back to back, then the index (absent chunks past the array's end
     marked ``2**64 - 1``). The parts joined are the object's bytes."""
