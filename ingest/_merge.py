@@ -183,18 +183,22 @@ def _order(
     usually sorts them; a full sort by every key is the fallback.
     """
     n = symbols.size
-    step_source, step_row = np.diff(sources), np.diff(rows)
-    if n > 1 and np.all((step_source > 0) | ((step_source == 0) & (step_row > 0))):
-        if np.all(symbols[1:] >= symbols[:-1]):
-            order = None
-            by_symbol, by_time = symbols, ts
-        else:
-            order = _by_symbol(symbols)
-            by_symbol, by_time = symbols[order], ts[order]
-        if np.all((by_time[1:] >= by_time[:-1]) | (by_symbol[1:] != by_symbol[:-1])):
-            return order
-    elif n <= 1:
+    if n <= 1:
         return None
+    # Each part's rows come ordered by symbol, in file order within a symbol, and the
+    # parts come in input order: a stable sort by symbol alone puts each symbol's rows
+    # in (file, row) order, which is time order when the files are.
+    order = None if np.all(symbols[1:] >= symbols[:-1]) else _by_symbol(symbols)
+    if order is None:
+        by_symbol, by_time, by_source, by_row = symbols, ts, sources, rows
+    else:
+        by_symbol, by_time = symbols[order], ts[order]
+        by_source, by_row = sources[order], rows[order]
+    same = by_symbol[1:] == by_symbol[:-1]
+    step_source, step_row = np.diff(by_source), np.diff(by_row)
+    later = (step_source > 0) | ((step_source == 0) & (step_row > 0))
+    if np.all(~same | ((by_time[1:] >= by_time[:-1]) & later)):
+        return order
     return np.lexsort((rows, sources, ts, symbols))
 
 
