@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import hashlib
 import os
 import sys
 import uuid
@@ -181,6 +182,35 @@ class Location:
             found = self.fs.find(self.path(rel))
         stripped = (self.fs._strip_protocol(p) for p in found)
         return sorted(p[len(base) :] for p in stripped if p.startswith(base))
+
+    def write_content_addressed(
+        self, rel: str, data: bytes | Sequence[bytes | memoryview], sha256: str, *, exists: bool
+    ) -> bool:
+        """Write a file of a content-addressed folder (a segment or a pack); ``False`` when
+        it is already there with these bytes (``sha256``) and was left as it is.
+
+        ``exists`` says the folder was there before this write. Such a folder is never
+        removed: it may belong to an older version (the same content written again), or
+        be what an interrupted write left, whose files are then the same bytes. A file
+        there with other bytes (another writer's encoding) is a ``StoreError``: a
+        published file is never rewritten.
+        """
+        if exists and self.exists(rel):
+            parts = [data] if isinstance(data, bytes | bytearray | memoryview) else list(data)
+            size = sum(len(p) for p in parts)
+            if (
+                self.size(rel) == size
+                and hashlib.sha256(self.read_bytes(rel)).hexdigest() == sha256
+            ):
+                return False
+            raise StoreError(
+                f"{self.display(rel)} exists with other bytes than this write's; it may belong "
+                "to a published version (written by another ticktensor version): write with "
+                "another layout, or remove it with `ticktensor verify --repair` if no version "
+                "refers to it"
+            )
+        self.write_atomic(rel, data, durable=False)  # flushed at the commit
+        return True
 
     def remove_tree(self, rel: str) -> None:
         if self.exists(rel):

@@ -205,9 +205,12 @@ def write_pack(
 ) -> PackRecord:
     """Write one pack and return its record (not yet part of any version).
 
-    ``published(path)`` returns the published record at the pack's path, if any: then
-    nothing is written and it is returned (idempotent reruns). As for segments, a path
-    that is not published may hold a leftover of an interrupted write: it is removed.
+    ``published(path)`` returns the latest version's record at the pack's path, if any:
+    then nothing is written and it is returned (idempotent reruns). A folder already at
+    the path (an older version's pack of the same content, or an interrupted write's
+    leftover) is never removed: files with these bytes are kept, missing ones written,
+    and a file with other bytes is an error (see
+    :meth:`Location.write_content_addressed`).
 
     Every stored byte is hashed twice (each inner chunk, each object) and the inputs
     once (the content hash, which names the pack): on a pool, while this thread encodes
@@ -260,14 +263,21 @@ def write_pack(
                 for future in futures:
                     future.cancel()
             return found
-        location.remove_tree(rel)
+        existed = location.exists(rel)  # an older version's, or an interrupted write's
 
         def put(key: str, parts: Sequence[Buffer]) -> None:
-            # Writing and hashing both release the GIL: the pool hashes each object
-            # while this thread writes it.
-            digest = pool.submit(_sha256_hex_of, parts)
-            location.write_atomic(f"{rel}/{key}", parts, durable=False)  # flushed at commit
-            written.append((key, digest, sum(len(p) for p in parts)))
+            size = sum(len(p) for p in parts)
+            if existed:
+                digest = pool.submit(_sha256_hex_of, parts)
+                location.write_content_addressed(
+                    f"{rel}/{key}", parts, digest.result(), exists=True
+                )
+            else:
+                # Writing and hashing both release the GIL: the pool hashes each object
+                # while this thread writes it.
+                digest = pool.submit(_sha256_hex_of, parts)
+                location.write_atomic(f"{rel}/{key}", parts, durable=False)  # flushed at commit
+            written.append((key, digest, size))
 
         for (name, data, dims, attributes), enc in zip(arrays, encoded, strict=True):
             doc = sharding_document(
@@ -449,7 +459,7 @@ def pack_chunk_map(
                     stored_rows=chunk_rows,
                     columns=columns,
                     codec=codec,
-                    sha256=None if hashes is None else hashes[k],
+                    sha256=hashes[k],
                 )
             )
     return ChunkMap(array, record.rows, chunk_rows, tuple(chunks))
@@ -473,18 +483,30 @@ def _shard_index(
     return np.frombuffer(data, dtype="<u8").reshape(per_shard, 2).astype(np.uint64)
 
 
-def recorded_chunk_hashes(location: Location, record: PackRecord, array: str) -> list[str] | None:
-    """The recorded sha256 of each inner chunk of ``array``."""
+def recorded_chunk_hashes(location: Location, record: PackRecord, array: str) -> list[str]:
+    """The recorded sha256 of each inner chunk of ``array`` (every pack records them)."""
+    where = f"pack {record.session} ({location.display(record.path)})"
     if "chunk_sha256/zarr.json" not in record.files:
-        return None
+        raise StoreCorruptError(f"{where}: the record lists no chunk_sha256 array")
     meta = json.loads(_checked_read(location, record, "chunk_sha256/zarr.json"))
     names = list(meta.get("attributes", {}).get("arrays", []))
     shape = [int(n) for n in meta["shape"]]
     if array not in names or len(shape) != 3 or shape[2] != 32:
-        return None
+        raise StoreCorruptError(f"{where}: chunk_sha256 holds no hashes of {array!r}")
     raw = _checked_read(location, record, "chunk_sha256/c/0/0/0")
     table = np.frombuffer(raw, dtype=np.uint8).reshape(shape)
     return [bytes(row).hex() for row in table[names.index(array)]]
+
+
+def check_pack_folder(location: Location, record: PackRecord) -> None:
+    """The pack's folder must stay inside the store and hold no symlink (local stores)."""
+    location.check_inside(record.path)
+    links = location.find_links(record.path)
+    if links:
+        raise StoreCorruptError(
+            f"pack {record.session} ({location.display(record.path)}): {links[0]} is a "
+            "symlink; a store holds plain files only (rule: store_relative_path)"
+        )
 
 
 def open_pack(
@@ -498,13 +520,7 @@ def open_pack(
     ``verify_chunks`` checks every inner chunk's sha256 too.
     """
     where = f"pack {record.session} ({location.display(record.path)})"
-    location.check_inside(record.path)
-    links = location.find_links(record.path)
-    if links:
-        raise StoreCorruptError(
-            f"{where}: {links[0]} is a symlink; a store holds plain files only "
-            "(rule: store_relative_path)"
-        )
+    check_pack_folder(location, record)
     try:
         layout = Layout.from_dict(dict(record.layout))
     except (KeyError, TypeError, ValueError) as exc:

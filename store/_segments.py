@@ -129,9 +129,10 @@ def write_segment(
 ) -> SegmentRecord:
     """Write one segment's arrays and return its record (not yet part of any version).
 
-    The caller guarantees the target path is not referenced by a published
-    version: a leftover from an interrupted write at the same path is removed
-    and rewritten.
+    A folder already at the path (an older version's segment of the same content, or an
+    interrupted write's leftover) is never removed: files with these bytes are kept,
+    missing ones written, and a file with other bytes is an error (see
+    :meth:`Location.write_content_addressed`).
     """
     where = f"segment {symbol}/{session}"
     _check_inputs(ts, values, labels, feature_names, label_names, where)
@@ -139,7 +140,7 @@ def write_segment(
         symbol, session, ts, values, labels, feature_names, label_names, layout
     )
     rel = segment_path(symbol, session, content_hash)
-    location.remove_tree(rel)
+    existed = location.exists(rel)
     attrs = {
         "ticktensor": {
             "format_version": SEGMENT_FORMAT_VERSION,
@@ -152,8 +153,9 @@ def write_segment(
     }
     files: dict[str, FileEntry] = {}
     for key, data in _segment_files(attrs, ts, values, labels, feature_names, label_names, layout):
-        location.write_atomic(f"{rel}/{key}", data, durable=False)  # flushed at the commit
-        files[key] = FileEntry(sha256_hex(data), len(data))
+        digest = sha256_hex(data)
+        location.write_content_addressed(f"{rel}/{key}", data, digest, exists=existed)
+        files[key] = FileEntry(digest, len(data))
     n = int(ts.shape[0])
     return SegmentRecord(
         symbol=symbol,

@@ -25,7 +25,7 @@ from ticktensor.errors import (
 from ._history import CACHE, StateCache, checkpoint_path, entry_path, parent_sha256, read_state
 from ._layout import Layout
 from ._location import Location
-from ._log import CheckpointRef, LogEntry
+from ._log import CheckpointRef, LogEntry, RemovedRecord
 from ._manifest import (
     FORMAT_VERSION,
     READABLE_FORMAT_VERSIONS,
@@ -39,7 +39,7 @@ from ._manifest import (
     load_json,
     sha256_hex,
 )
-from ._packs import write_pack
+from ._packs import read_pack_index, write_pack
 from ._repair import RepairReport
 from ._repair import repair as repair_store
 from ._segments import segment_content_hash, segment_path, write_segment
@@ -434,6 +434,7 @@ class Store:
             ):
                 return StoreVersion.of_state(self._location, base)
             self._check_written([*changes.segments, *changes.packs, *changes.tables])
+            self._check_packs_cover(changes.packs, changes.removed_segments)
             self._location.flush()  # the new data files reach the disk before the log
             entry = LogEntry(
                 version=latest + 1,
@@ -476,6 +477,23 @@ class Store:
             entry, checkpoint=CheckpointRef(rel, FileEntry(sha256_hex(data), len(data)))
         )
 
+    def _check_packs_cover(
+        self, packs: Sequence[PackRecord], removed: Sequence[RemovedRecord]
+    ) -> None:
+        """A pack that takes the place of its session's segments holds every symbol of
+        them: a correction written by hand must not drop the others' rows silently."""
+        for pack in packs:
+            symbols = {r.key[0] for r in removed if r.key[1] == pack.session}
+            if not symbols:
+                continue
+            missing = sorted(symbols - set(read_pack_index(self._location, pack).symbols))
+            if missing:
+                raise VersionConflictError(
+                    f"the pack of session {pack.session} holds no rows of {missing[:5]}"
+                    f"{' ...' if len(missing) > 5 else ''}, which the session's segments "
+                    "hold: committing it would drop them; write the pack with every symbol"
+                )
+
     def _check_written(self, records: Sequence[SegmentRecord | PackRecord | TableRecord]) -> None:
         for rec in records:
             files = (
@@ -483,18 +501,19 @@ class Store:
                 if isinstance(rec, TableRecord)
                 else {f"{rec.path}/{k}": v for k, v in rec.files.items()}
             )
+            what = {SegmentRecord: "segment", PackRecord: "pack"}.get(type(rec), "table")
             for rel, entry in files.items():
                 try:
                     size = self._location.size(rel)
                 except FileNotFoundError:
                     raise StoreCorruptError(
                         f"{self._location.display(rel)}: file of a record being committed "
-                        "is missing; write the segment again"
+                        f"is missing; write the {what} again"
                     ) from None
                 if size != entry.bytes:
                     raise StoreCorruptError(
                         f"{self._location.display(rel)}: {size} bytes on disk, the record "
-                        f"says {entry.bytes}; write the segment again"
+                        f"says {entry.bytes}; write the {what} again"
                     )
 
     def verify(

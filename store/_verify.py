@@ -83,8 +83,6 @@ def damaged_chunks(
         shard = int(parts[2])
     except (StoreCorruptError, ValueError, KeyError, TypeError):
         return []
-    if hashes is None:
-        return []
     per_shard = index.shard_rows // index.chunk_rows
     first = shard * per_shard
     last = min(len(hashes), first + per_shard)

@@ -21,6 +21,7 @@ from ._manifest import FeatureStats, Manifest, PackRecord, SegmentRecord, TableR
 from ._packs import (
     PackData,
     PackIndex,
+    check_pack_folder,
     open_pack,
     pack_chunk_map,
     pack_content_hash,
@@ -132,6 +133,7 @@ class StoreVersion:
         """The pack's symbols and their row ranges (read once per version view)."""
         index = self._indexes.get(record.path)
         if index is None:
+            check_pack_folder(self._location, record)  # every reader comes through here
             index = self._indexes[record.path] = read_pack_index(self._location, record)
         return index
 

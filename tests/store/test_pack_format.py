@@ -221,3 +221,79 @@ def test_a_commit_can_drop_tables_an_all_symbol_table_takes_over(tmp_path: Path)
     version = store.commit(tables=[merged], remove_tables=[("trades", "A", "d")])
     assert [t.key for t in version.tables] == [("trades", ALL_SYMBOLS, "d")]
     assert [t.key for t in store.version(1).tables] == [("trades", "A", "d")]  # time travel
+
+
+def test_writing_an_older_versions_pack_again_never_removes_its_files(tmp_path: Path) -> None:
+    """A revert writes the content of an older version's pack again: the same path. The
+    folder is kept (version 1 stays readable throughout); a file there with other bytes
+    is refused, never overwritten."""
+    from ticktensor.errors import StoreError
+
+    store = Store.create(str(tmp_path / "s"))
+    first, second = _session(5, 10, seed=1), _session(5, 10, seed=2)
+    v1 = store.commit(packs=[store.write_pack(session="d", **first)])
+    store.commit(packs=[store.write_pack(session="d", **second)], replace=True)
+    folder = tmp_path / "s" / v1.pack("d").path
+    inode = (folder / "values" / "c" / "0" / "0").stat().st_ino
+    again = store.write_pack(session="d", **first)
+    assert again == v1.pack("d")
+    assert (folder / "values" / "c" / "0" / "0").stat().st_ino == inode  # kept, not rewritten
+    assert store.verify(v1.version).ok
+    (folder / "ts" / "c" / "0").write_bytes(b"other bytes")
+    with pytest.raises(StoreError, match="exists with other bytes"):
+        store.write_pack(session="d", **first)
+    assert (folder / "ts" / "c" / "0").read_bytes() == b"other bytes"  # left for verify
+
+
+def test_a_pack_folder_linked_from_outside_is_refused_by_every_reader(tmp_path: Path) -> None:
+    store = Store.create(str(tmp_path / "s"))
+    record = store.write_pack(session="d", **_session(3, 5))
+    store.commit(packs=[record])
+    folder = tmp_path / "s" / record.path
+    folder.rename(tmp_path / "outside")
+    folder.symlink_to(tmp_path / "outside", target_is_directory=True)
+    version = Store.open(str(tmp_path / "s")).version()
+    with pytest.raises(StoreCorruptError, match="outside the store root"):
+        version.pack_index(version.pack("d"))
+    with pytest.raises(StoreCorruptError, match="outside the store root"):
+        version.chunk_map(version.pack("d"), "values")
+
+
+def test_a_pack_must_hold_every_symbol_of_the_segments_it_replaces(tmp_path: Path) -> None:
+    store = Store.create(str(tmp_path / "s"))
+    data = _session(2, 4)
+    for i, symbol in enumerate(data["symbols"]):
+        lo, hi = data["offsets"][i], data["offsets"][i + 1]
+        seg = store.write_segment(
+            symbol=symbol,
+            session="d",
+            ts=data["ts"][lo:hi].copy(),
+            values=data["values"][lo:hi].copy(),
+            feature_names=FEATURES,
+            labels=data["labels"][lo:hi].copy(),
+            label_names=["y"],
+        )
+        store.commit(segments=[seg])
+    n = int(data["offsets"][1])
+    only_first = store.write_pack(
+        session="d",
+        **{
+            **data,
+            "symbols": data["symbols"][:1],
+            "offsets": data["offsets"][:2],
+            "ts": data["ts"][:n],
+            "values": data["values"][:n],
+            "labels": data["labels"][:n],
+        },
+    )
+    with pytest.raises(VersionConflictError, match="S001"):
+        store.commit(packs=[only_first], replace=True)
+    assert len(store.version().segments) == 2
+
+
+def test_a_commit_names_the_pack_whose_file_went_missing(tmp_path: Path) -> None:
+    store = Store.create(str(tmp_path / "s"))
+    record = store.write_pack(session="d", **_session(3, 5))
+    (tmp_path / "s" / record.path / "values" / "c" / "0" / "0").unlink()
+    with pytest.raises(StoreCorruptError, match="write the pack again"):
+        store.commit(packs=[record])
