@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from ticktensor.errors import ConfigError, SchemaError, StoreCorruptError, VersionConflictError
 
-from ._layout import Layout
+from ._layout import Codec, Layout
 from ._manifest import PackRecord, SegmentRecord
 from ._segments import segment_content_hash
 from ._store import Store
@@ -81,6 +81,8 @@ def migrate(
     *,
     sessions: Iterable[str] | None = None,
     layout: Layout | None = None,
+    codec: Codec | str | None = None,
+    chunk_rows: int | None = None,
     commit_every: int = 0,
     dry_run: bool = False,
     threads: int = 4,
@@ -98,6 +100,9 @@ def migrate(
     layout
         Codec and inner chunk rows of the packs. Default: the layout the session's
         segments share, or the store's default layout when they differ.
+    codec, chunk_rows
+        Override one field of that layout and keep the other (``ticktensor migrate
+        --codec`` / ``--chunk-rows``).
     commit_every
         Sessions per commit; ``0`` (the default) commits the whole run as one version,
         so the store holds either every segment or every pack. A positive number keeps
@@ -162,7 +167,8 @@ def migrate(
                 segment_bytes=sum(r.nbytes for r in records),
             )
             if not dry_run:
-                pack = _pack_session(store, base, session, records, layout, pool)
+                chosen = _layout_for(store, records, layout, codec, chunk_rows)
+                pack = _pack_session(store, base, session, records, chosen, pool)
                 item = dataclasses.replace(item, pack=pack)
                 pending.append(pack)
             report.sessions.append(item)
@@ -200,16 +206,29 @@ def _check_names(session: str, records: Sequence[SegmentRecord]) -> None:
             )
 
 
-def _layout_for(store: Store, records: Sequence[SegmentRecord], layout: Layout | None) -> Layout:
-    if layout is not None:
-        return layout
+def _layout_for(
+    store: Store,
+    records: Sequence[SegmentRecord],
+    layout: Layout | None,
+    codec: Codec | str | None,
+    chunk_rows: int | None,
+) -> Layout:
+    base = layout or _shared_layout(records) or store.layout
+    return dataclasses.replace(
+        base,
+        codec=Codec(codec) if codec is not None else base.codec,
+        chunk_rows=chunk_rows if chunk_rows is not None else base.chunk_rows,
+    )
+
+
+def _shared_layout(records: Sequence[SegmentRecord]) -> Layout | None:
     shared = {tuple(sorted(r.layout.items())) for r in records}
     if len(shared) == 1:
         try:
             return Layout.from_dict(dict(records[0].layout))
         except (KeyError, TypeError, ValueError):
             pass  # a malformed layout failed to open already; the store's default is safe
-    return store.layout
+    return None
 
 
 def _pack_session(
@@ -217,7 +236,7 @@ def _pack_session(
     base: StoreVersion,
     session: str,
     records: Sequence[SegmentRecord],
-    layout: Layout | None,
+    layout: Layout,
     pool: ThreadPoolExecutor,
 ) -> PackRecord:
     """Write the session's segments as one pack, read it back and check it."""
@@ -237,7 +256,7 @@ def _pack_session(
         labels=labels,
         feature_names=records[0].feature_names,
         label_names=label_names,
-        layout=_layout_for(store, records, layout),
+        layout=layout,
         sources=sources,
     )
     del data, labels

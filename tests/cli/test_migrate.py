@@ -8,10 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ticktensor.cli import main
-from ticktensor.store import Store
+from ticktensor.store import Codec, Layout, Store
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 EXE = Path(sys.executable).parent / "ticktensor"
@@ -128,3 +129,24 @@ def test_sessions_layout_and_commit_every(
     assert "version(s) 5." in capsys.readouterr().out
     pack = Store.open(str(root)).version().pack("2023-11-14")
     assert dict(pack.layout) == {"codec": "zstd", "chunk_rows": 32, "level": None}
+
+
+def test_one_layout_flag_keeps_the_segments_other_field(tmp_path: Path) -> None:
+    """--chunk-rows alone keeps the segments' codec (and --codec alone their chunk rows),
+    not the store's default."""
+    store = Store.create(str(tmp_path / "s"))  # default: codec none
+    segs = [
+        store.write_segment(
+            symbol=s,
+            session="2024-01-02",
+            ts=np.arange(100, dtype=np.int64),
+            values=np.ones((100, 2), np.float32),
+            feature_names=["a", "b"],
+            layout=Layout(codec=Codec.ZSTD, chunk_rows=50),
+        )
+        for s in ("A", "B")
+    ]
+    store.commit(segments=segs)
+    assert main(["migrate", str(tmp_path / "s"), "--chunk-rows", "64", "--quiet"]) == 0
+    (pack,) = Store.open(str(tmp_path / "s")).version().packs
+    assert dict(pack.layout) == {"codec": "zstd", "chunk_rows": 64, "level": None}

@@ -8,7 +8,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ticktensor.store import Codec, Layout, MigrateReport, SessionMigration, Store, migrate
+from ticktensor.store import Codec, MigrateReport, SessionMigration, Store, migrate
 
 from ._flag_types import positive_int
 from ._format import human_bytes
@@ -53,12 +53,6 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     store = Store.open(args.store)
-    layout = None
-    if args.codec or args.chunk_rows:
-        layout = Layout(
-            codec=Codec(args.codec or store.layout.codec),
-            chunk_rows=args.chunk_rows or store.layout.chunk_rows,
-        )
     plan = migrate(store, sessions=args.sessions, dry_run=True)
     if not plan.sessions:
         print(_nothing_to_do(store, plan))
@@ -87,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         report = migrate(
             store,
             sessions=args.sessions,
-            layout=layout,
+            codec=args.codec,
+            chunk_rows=args.chunk_rows,
             commit_every=args.commit_every or 0,
             threads=args.threads,
             on_session=done,
