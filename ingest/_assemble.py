@@ -162,7 +162,8 @@ def assemble(task: AssembleTask) -> AssembleResult:
     (about ``task.block_rows`` rows, see :class:`StagedSession`), on ``task.threads``
     threads; each symbol's features depend on its own rows only, so the blocks change
     nothing in the result. The tables are encoded (Parquet, zstd) while the pack is
-    written.
+    written, and while the features are joined too when nothing stored can refuse the
+    session.
     """
     store = Store.open(task.store_url)
     base = store.version(task.base_version)
@@ -202,43 +203,66 @@ def assemble(task: AssembleTask) -> AssembleResult:
             events[kind] = merge_events(table, held[kind].result())
         if duplicates:
             out.duplicates = pa.concat_tables(duplicates)
+        out.conflicts = [
+            (f"{kind.value} events", symbol) for kind, m in events.items() for symbol in m.conflicts
+        ]
+        # When nothing can refuse the session (no conflicting events, no stored feature
+        # rows to conflict with), its tables' Parquet encoding starts now and runs beside
+        # the joining of the features and the writing of the pack.
+        written: list[Future[TableRecord]] = []
+        early = not out.conflicts and (held_features is None or held_features.result() is None)
+        if early:
+            written = _write_tables(pool, task, store, stored, events, files, out)
         features = None
         if task.spec is not None and market:
             job = _features(task, task.spec, market, blocks, out)
             if job is not None and held_features is not None:
                 names = (task.spec.features, task.spec.label_names)
                 features = merge_features(job, names, held_features.result())
-        out.conflicts = [
-            (f"{kind.value} events", symbol) for kind, m in events.items() for symbol in m.conflicts
-        ]
         out.conflicts += [("features", s) for s in (features.conflicts if features else ())]
         if out.conflicts and not task.replace:
             return out  # the job refuses the session: nothing of it is written
-        written = []
-        for kind, merge in events.items():
-            published = stored.tables.get(kind.value)
-            removed = stored.symbol_table_keys(kind)
-            out.removed_tables += removed
-            if merge.unchanged and published is not None and not removed:
-                written.append(_done(published))
-                continue
-            kept = stored.sources(kind) if merge.kept else ()
-            written.append(
-                _run(
-                    pool,
-                    store.write_table,
-                    kind=kind.value,
-                    symbol=ALL_SYMBOLS,
-                    session=task.session,
-                    table=merge.rows,
-                    sources=_provenance(files[kind], kept),
-                )
-            )
+        if not early:
+            written = _write_tables(pool, task, store, stored, events, files, out)
         if features is not None and task.spec is not None:
             sources = [task.sources[u] for u in sorted(out.stored)]
             _pack(task, task.spec, store, stored, features, sources, out)
         out.tables = [w.result() for w in written]
     return out
+
+
+def _write_tables(
+    pool: ThreadPoolExecutor | None,
+    task: AssembleTask,
+    store: Store,
+    stored: StoredSession,
+    events: dict[EventKind, Merge[pa.Table]],
+    files: dict[EventKind, list[SourceFile]],
+    out: AssembleResult,
+) -> list[Future[TableRecord]]:
+    """Each kind's table of the session on ``pool`` (the published one when it is
+    unchanged); the per-symbol tables they take the place of go to ``out``."""
+    written = []
+    for kind, merge in events.items():
+        published = stored.tables.get(kind.value)
+        removed = stored.symbol_table_keys(kind)
+        out.removed_tables += removed
+        if merge.unchanged and published is not None and not removed:
+            written.append(_done(published))
+            continue
+        kept = stored.sources(kind) if merge.kept else ()
+        written.append(
+            _run(
+                pool,
+                store.write_table,
+                kind=kind.value,
+                symbol=ALL_SYMBOLS,
+                session=task.session,
+                table=merge.rows,
+                sources=_provenance(files[kind], kept),
+            )
+        )
+    return written
 
 
 def _pack(
