@@ -111,14 +111,19 @@ class DeviceChunks:
         self.max_rows = max(f.stored_rows for f in index.files)
         self.chunk_bytes = self.max_rows * self.n_features * 4
         n_chunks = len(index)
+        # The chunks some sample reads: a dataset of some symbols of a pack never reads
+        # the pack's chunks that hold only the others' rows.
+        self._needed = np.asarray(dataset._needed, dtype=np.bool_)[index.load_of]
+        n_needed = int(np.count_nonzero(self._needed))
         budget = options.budget_bytes or _default_budget(dataset, device)
-        self.slots = min(n_chunks, budget // self.chunk_bytes)
+        self.slots = min(n_needed, budget // self.chunk_bytes)
+        self._holds_all = self.slots >= n_needed  # no chunk is ever evicted
         if self.slots < 1:
             raise ConfigError(
                 f"residency budget of {budget} bytes holds no chunk of {self.chunk_bytes} bytes "
                 f"({self.max_rows} rows x {self.n_features} float32 features)"
             )
-        self.whole = self.slots == n_chunks
+        self.whole = self.slots == n_chunks  # every chunk is read, and fits
         row_base = np.concatenate([[0], np.cumsum(index.source_rows)[:-1]]).astype(np.int64)
         self._row_base = row_base
         starts = [base + s for base, s in zip(row_base, index.chunk_starts, strict=True)]
@@ -151,7 +156,7 @@ class DeviceChunks:
         )
         self._offsets = torch.arange(self.window, device=device, dtype=torch.int64)
         self._clock = 0
-        self.complete = False  # every chunk of the dataset is held
+        self.complete = False  # every chunk a sample reads is held
         self.stats: dict[str, Any] = {
             "slots": self.slots,
             "whole": self.whole,
@@ -243,7 +248,7 @@ class DeviceChunks:
         if not self.whole:  # a copy of the table: the queued copy reads it later
             self._copy_in(self._slot_dev, torch.from_numpy(self._slot_of.copy()))
         self.stats["load_s"] += time.perf_counter() - started
-        self.complete = self.whole and bool((self._slot_of >= 0).all())
+        self.complete = self._holds_all and bool((self._slot_of[self._needed] >= 0).all())
         if self.complete:
             self._stager.stage(())  # nothing more to stage: drop what is held
 

@@ -234,3 +234,37 @@ def test_a_device_cache_shuffles_by_blocks(version: StoreVersion) -> None:
         ds, batch_size=4, shuffle=True, fast=FastOptions(seed=7, device="cpu", residency="device")
     )
     assert whole.order == UniformOrder(seed=7)
+
+
+def test_a_pack_read_for_some_symbols_holds_only_their_chunks(tmp_path: Path) -> None:
+    """Of a pack, a dataset of one symbol reads few chunks: the device holds those, and
+    once they are in, no batch plans loads again (the others are never wanted)."""
+    store = Store.create(str(tmp_path / "s"), layout=Layout(chunk_rows=16))
+    symbols, rows = ["A", "B", "C"], 64
+    n = len(symbols) * rows
+    values = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    record = store.write_pack(
+        session="d",
+        symbols=symbols,
+        offsets=np.arange(len(symbols) + 1, dtype=np.int64) * rows,
+        ts=np.tile(np.arange(rows, dtype=np.int64), len(symbols)),
+        values=values,
+        feature_names=["a", "b"],
+        labels=np.ones((n, 1), np.float32),
+        label_names=["y"],
+    )
+    ds = WindowDataset(store.commit(packs=[record]), 5, symbols=["B"])
+    chunks = DeviceChunks(ds, torch.device("cpu"), ResidentOptions())
+    assert chunks.slots == rows // 16  # B's 4 chunks of the pack's 12
+    assert chunks.pool.shape[0] == 4
+    order = BlockShuffleOrder(seed=1, block_chunks=1)
+    host = DataLoader(ds, batch_size=8, fast=FastOptions(order=order))
+    device = DataLoader(
+        ds, batch_size=8, fast=FastOptions(order=order, device="cpu", residency="device")
+    )
+    assert_same(batches(device), batches(host))
+    assert device.stats()["resident"]["loads"] == 4
+    assert_same(batches(device), batches(host))  # the next epoch loads nothing
+    figures = device.stats()["resident"]
+    assert figures["loads"] == 4
+    assert figures["evictions"] == 0
