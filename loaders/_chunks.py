@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import numcodecs
 import numpy as np
 import numpy.typing as npt
 import zarr
@@ -31,7 +30,7 @@ from ticktensor.store import (
     SegmentRecord,
     StoredChunk,
     StoreVersion,
-    check_frame,
+    decode_chunk,
 )
 
 __all__ = [
@@ -425,9 +424,10 @@ class ChunkLoader:
         opened: zarr.Array[Any] | None
         if isinstance(record, SegmentRecord):
             opened = getattr(self._version.open_segment(record), array)
-        else:
-            store = self._location.zarr_store(f"{record.path}/{array}", read_only=True)
-            opened = zarr.open_array(store, mode="r")
+        else:  # behind the pack's guard, as every reader of a pack
+            group = self._version.open_pack(record)
+            node = group.get(array)
+            opened = node if isinstance(node, zarr.Array) else None
         if opened is None:
             raise StoreCorruptError(f"{describe(record)} has no array {array!r}")
         self._arrays[key] = opened
@@ -521,19 +521,7 @@ class ChunkLoader:
     def _decode(self, file: ChunkFile, stored: Stored, where: str, out: Bytes) -> None:
         if file.codec == "raw":
             _check_size(len(stored), file, where)
-            out[:] = np.frombuffer(stored, dtype=np.uint8)
-            return
-        why = check_frame(_buffer(stored), file.codec, file.nbytes, exact=True)
-        try:
-            if why is not None:
-                raise ValueError(why)
-            codec = numcodecs.Zstd() if file.codec == "zstd" else numcodecs.Blosc()
-            codec.decode(stored, out=out)  # numcodecs releases the GIL while decoding
-        except (RuntimeError, ValueError, TypeError) as exc:
-            raise StoreCorruptError(
-                f"{where}: cannot decode this {file.codec} chunk: {exc}",
-                [(file.rel, f"undecodable {file.codec} chunk")],
-            ) from exc
+        decode_chunk(file.stored, _buffer(stored), out, file.nbytes, where)
 
     def _through_zarr(self, file: ChunkFile) -> Floats:
         array = self.zarr_array(file.record, "values")

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._chunk_map import ChunkMap, StoredChunk
-from ._guard import check_frame
+from ._guard import check_frame, decode_chunk
 from ._layout import Codec, Layout
 from ._location import Location, safe_component
 from ._log import LogEntry
@@ -61,6 +61,7 @@ __all__ = [
     "TableRecord",
     "VerifyReport",
     "check_frame",
+    "decode_chunk",
     "definitions_asof",
     "duckdb_relation",
     "migrate",

@@ -14,6 +14,9 @@ byte ranges (or, for a whole shard, as one read). :class:`GuardedPackStore` appl
 same checks to each inner chunk: a range zarr asks for must be a chunk the shard index
 lists (as read and bounded by the pack's chunk map), its frame must not decode to more
 than a chunk holds, and with ``verify_chunks`` its sha256 must be the recorded one.
+
+Readers that decode chunks themselves (the loaders) use :func:`decode_chunk`, which
+applies the same frame check before it decodes.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numcodecs
+import numpy as np
 import zstandard
 from zarr.abc.store import ByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
@@ -32,7 +37,7 @@ from ticktensor.errors import StoreCorruptError
 from ._chunk_map import StoredChunk
 from ._manifest import FileEntry, sha256_hex
 
-__all__ = ["GuardedPackStore", "GuardedStore", "check_frame"]
+__all__ = ["GuardedPackStore", "GuardedStore", "check_frame", "decode_chunk"]
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -241,3 +246,34 @@ class GuardedPackStore(GuardedStore):
 
     def _error(self, key: str, why: str) -> StoreCorruptError:
         return StoreCorruptError(f"{self._where} shard {key}: {why}", [(key, why)])
+
+
+def decode_chunk(chunk: StoredChunk, stored: Any, out: Any, decoded_bytes: int, where: str) -> None:
+    """Decode ``stored`` (the chunk's stored bytes: ``bytes`` or a byte view) into ``out``
+    (a writable buffer of exactly ``decoded_bytes``, the chunk's decoded size).
+
+    A compressed frame must declare exactly that size before anything is decoded (no
+    decompression bombs, no stale bytes left in a reused buffer); any failure is a
+    :class:`~ticktensor.errors.StoreCorruptError` naming ``where`` and the chunk.
+    """
+    if chunk.codec == "raw":
+        if len(stored) != decoded_bytes:
+            raise StoreCorruptError(
+                f"{where}: raw chunk of {len(stored)} bytes, expected {decoded_bytes}",
+                [(chunk.rel, "wrong size")],
+            )
+        np.frombuffer(out, dtype=np.uint8)[:] = np.frombuffer(stored, dtype=np.uint8)
+        return
+    if chunk.codec not in ("zstd", "blosc"):
+        raise ValueError(f"decode_chunk: codec {chunk.codec!r} is read by zarr-python")
+    try:
+        why = check_frame(stored, chunk.codec, decoded_bytes, exact=True)
+        if why is not None:
+            raise ValueError(why)
+        codec = numcodecs.Zstd() if chunk.codec == "zstd" else numcodecs.Blosc()
+        codec.decode(stored, out=out)  # numcodecs releases the GIL while decoding
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise StoreCorruptError(
+            f"{where}: cannot decode this {chunk.codec} chunk: {exc}",
+            [(chunk.rel, f"undecodable {chunk.codec} chunk")],
+        ) from exc

@@ -226,6 +226,11 @@ class StoreVersion:
         """The segment's Zarr arrays (lazy; chunks are read on access)."""
         return open_segment(self._location, record)
 
+    def open_pack(self, record: PackRecord, *, verify: bool = False) -> zarr.Group:
+        """The pack's Zarr group (lazy), behind the chunk guard that :meth:`read_pack`
+        reads through; ``verify`` checks each inner chunk's sha256 as it is read."""
+        return open_pack(self._location, record, self.pack_index(record), verify_chunks=verify)
+
     def read_segment(self, record: SegmentRecord, *, verify: bool = False) -> SegmentData:
         """Read a whole segment into memory.
 
