@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +117,10 @@ class StoreVersion:
     def symbols(self) -> tuple[str, ...]:
         """Every symbol with a segment, a pack's rows or a table of its own (reads each
         pack's index; a table of every symbol of a session is keyed ``ALL_SYMBOLS``)."""
-        packed = {s for p in self.packs for s in self.pack_index(p).symbols}
+        with ThreadPoolExecutor(8, thread_name_prefix="ticktensor-index") as pool:
+            # On an object store each index is a request: several in flight at once.
+            indexes = list(pool.map(self.pack_index, self.packs))
+        packed = {s for index in indexes for s in index.symbols}
         return tuple(sorted(set(self.manifest.symbols) | packed))
 
     def pack(self, session: str) -> PackRecord:
