@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -174,24 +174,32 @@ def assemble(task: AssembleTask) -> AssembleResult:
     market = [k for k in kinds if k not in REFERENCE_KINDS]
     computes = task.spec is not None and bool(market)
     with (
-        ThreadPoolExecutor(task.threads, thread_name_prefix="ticktensor-session")
-        if task.threads > 1
-        else nullcontext() as pool
+        _pool(task.threads, "ticktensor-session") as pool,
+        _pool(task.threads, "ticktensor-tables") as writer,
     ):
         held = {k: _run(pool, stored.events, version=base, kind=k) for k in kinds}
         held_features = _run(pool, stored.features, version=base) if computes else None
+        # A block hands its merged rows over before it computes their features: the
+        # tables need the rows only, so their encoding can start (on ``writer``) while
+        # the last blocks compute.
+        rows: list[Future[dict[EventKind, Merged]]] = [Future() for _ in session.blocks]
 
         def block(number: int) -> _Block:
-            merged = {k: session.merge(k, number, task.strict) for k in kinds}
+            try:
+                merged = {k: session.merge(k, number, task.strict) for k in kinds}
+            except BaseException as exc:
+                rows[number].set_exception(exc)
+                raise
+            rows[number].set_result(merged)
             return _Block.of(merged, _block_features(task.spec, {k: merged[k] for k in market}))
 
-        merging = [_run(pool, block, number=b) for b in range(len(session.blocks))]
-        blocks = [m.result() for m in merging]
+        computing = [_run(pool, block, number=b) for b in range(len(session.blocks))]
+        merged = [r.result() for r in rows]
         events: dict[EventKind, Merge[pa.Table]] = {}
         files: dict[EventKind, list[SourceFile]] = {}  # the input files of each kind
         duplicates = []
         for kind in kinds:
-            of_kind = [b.merged[kind] for b in blocks]
+            of_kind = [m[kind] for m in merged]
             duplicates += [m.duplicates for m in of_kind if m.duplicates is not None]
             stored_rows: Counter[str] = Counter()
             for m in of_kind:
@@ -208,11 +216,12 @@ def assemble(task: AssembleTask) -> AssembleResult:
         ]
         # When nothing can refuse the session (no conflicting events, no stored feature
         # rows to conflict with), its tables' Parquet encoding starts now and runs beside
-        # the joining of the features and the writing of the pack.
+        # the features, their joining and the writing of the pack.
         written: list[Future[TableRecord]] = []
         early = not out.conflicts and (held_features is None or held_features.result() is None)
         if early:
-            written = _write_tables(pool, task, store, stored, events, files, out)
+            written = _write_tables(writer, task, store, stored, events, files, out)
+        blocks = [c.result() for c in computing]
         features = None
         if task.spec is not None and market:
             job = _features(task, task.spec, market, blocks, out)
@@ -223,7 +232,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
         if out.conflicts and not task.replace:
             return out  # the job refuses the session: nothing of it is written
         if not early:
-            written = _write_tables(pool, task, store, stored, events, files, out)
+            written = _write_tables(writer, task, store, stored, events, files, out)
         if features is not None and task.spec is not None:
             sources = [task.sources[u] for u in sorted(out.stored)]
             _pack(task, task.spec, store, stored, features, sources, out)
@@ -329,6 +338,13 @@ def _block_features(
          for k, m in market.items()},
         spec,
     )  # fmt: skip
+
+
+def _pool(threads: int, name: str) -> AbstractContextManager[ThreadPoolExecutor | None]:
+    """``threads`` threads named ``name``; none (tasks run at once) for one thread."""
+    if threads > 1:
+        return ThreadPoolExecutor(threads, thread_name_prefix=name)
+    return nullcontext()
 
 
 def _run(pool: ThreadPoolExecutor | None, fn: Callable[..., R], **kwargs: Any) -> Future[R]:
