@@ -27,6 +27,7 @@ from ._layout import Layout
 from ._location import Location
 from ._log import CheckpointRef, LogEntry, RemovedRecord
 from ._manifest import (
+    ALL_SYMBOLS,
     FORMAT_VERSION,
     READABLE_FORMAT_VERSIONS,
     FeatureStats,
@@ -44,7 +45,13 @@ from ._repair import RepairReport
 from ._repair import repair as repair_store
 from ._segments import segment_content_hash, segment_path, write_segment
 from ._state import VersionState
-from ._tables import encode_table, table_path, write_table
+from ._tables import (
+    ROW_GROUP_ROWS,
+    SESSION_ROW_GROUP_ROWS,
+    encode_table,
+    table_path,
+    write_table,
+)
 from ._verify import VerifyReport, verify_manifest
 from ._version import StoreVersion
 
@@ -363,9 +370,14 @@ class Store:
     ) -> TableRecord:
         """Write one event (or quarantine) table; it becomes visible at the next commit.
 
-        A table identical to one of the latest version is not written again.
+        A table identical to one of the latest version is not written again. A table of
+        every symbol of a session (``symbol=ALL_SYMBOLS``, rows sorted by symbol) is
+        written in row groups of 65,536 rows, whose ``symbol`` statistics let readers
+        select symbols; other tables in row groups of 1 M rows.
         """
-        data = encode_table(table)
+        data = encode_table(
+            table, SESSION_ROW_GROUP_ROWS if symbol == ALL_SYMBOLS else ROW_GROUP_ROWS
+        )
         path = table_path(kind, symbol, session, data)
         published = self._latest().tables.get((kind, symbol, session))
         if published is not None and published.path == path:

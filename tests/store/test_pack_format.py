@@ -297,3 +297,31 @@ def test_a_commit_names_the_pack_whose_file_went_missing(tmp_path: Path) -> None
     (tmp_path / "s" / record.path / "values" / "c" / "0" / "0").unlink()
     with pytest.raises(StoreCorruptError, match="write the pack again"):
         store.commit(packs=[record])
+
+
+def test_a_session_table_lets_readers_skip_row_groups_of_other_symbols(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+
+    from ticktensor.store import ALL_SYMBOLS, table_dataset
+
+    store = Store.create(str(tmp_path / "s"))
+    per_symbol = 20_000
+    symbols = [f"S{i:03d}" for i in range(20)]
+    table = pa.table(
+        {
+            "ts_event": pa.array(np.tile(np.arange(per_symbol), len(symbols)), pa.int64()),
+            "symbol": np.repeat(symbols, per_symbol),
+        }
+    )
+    record = store.write_table(kind="trades", symbol=ALL_SYMBOLS, session="d", table=table)
+    version = store.commit(tables=[record])
+    meta = pq.ParquetFile(tmp_path / "s" / record.path).metadata
+    column = meta.schema.names.index("symbol")
+    groups = [meta.row_group(i).column(column).statistics for i in range(meta.num_row_groups)]
+    holding = [g for g in groups if g.min <= "S007" <= g.max]
+    assert meta.num_row_groups == -(-len(symbols) * per_symbol // (1 << 16))
+    assert len(holding) <= 2  # of 7: a reader of one symbol skips the rest
+    rows = table_dataset(version, "trades").to_table(filter=pads.field("symbol") == "S007")
+    assert rows.num_rows == per_symbol
