@@ -241,8 +241,8 @@ def ingest(
     planned, reports = _plan(sources, options.format)
     store = Store.create(out, layout=options.layout, exist_ok=True)
     base = store.latest_version()
-    staging = Staging(store.location, _job_id())
     kind, workers = _engine(options, planned, store.url)
+    staging = _staging(store.location, kind)
     try:
         with make_engine(kind, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)
@@ -317,8 +317,8 @@ def validate_inputs(
     """
     options = options or IngestOptions()
     planned, reports = _plan(expand_inputs(list(inputs)), options.format)
-    staging = Staging(Location(out), _job_id())
     kind, workers = _engine(options, planned, out)
+    staging = _staging(Location(out), kind)
     try:
         with make_engine(kind, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)
@@ -340,6 +340,18 @@ def validate_inputs(
         for f in files
     ]
     return sorted(reports, key=lambda r: r.file)
+
+
+#: Bytes of staged parts a job on the local engine keeps in memory (more go to disk): a
+#: session of a few million rows skips writing its parts and mapping them back, while a
+#: file larger than RAM still converts with bounded memory.
+STAGING_MEMORY_BYTES = 1 << 30
+
+
+def _staging(location: Location, engine: str) -> Staging:
+    """The job's staging area: parts in memory up to a budget when its tasks share this
+    process, on disk only when they run in other processes."""
+    return Staging(location, _job_id(), STAGING_MEMORY_BYTES if engine == "local" else 0)
 
 
 def _job_id() -> str:

@@ -4,12 +4,15 @@ Phase one of a job converts each input file into parts, one per (session, kind) 
 batch of the file, holding every symbol's rows; phase two assembles each session from
 its parts. Parts live under ``STORE/staging/<job id>/`` and are never referenced by a
 version: a crashed job leaves only staging debris, which is safe to delete when no job
-runs.
+runs. A job whose tasks share its process (the local engine) may keep parts in memory
+instead, up to a budget of bytes, and stages the rest on disk: a job is never resumed
+from its parts, so they need to outlive neither the job nor a crash.
 """
 
 from __future__ import annotations
 
 import io
+import threading
 from collections import defaultdict
 
 import numpy as np
@@ -33,14 +36,25 @@ _SOURCE, _ROW = "_source", "_row"
 
 
 class Staging:
-    """The staging area of one ingest job, addressed by ``(location, job_id)`` (picklable)."""
+    """The staging area of one ingest job, addressed by ``(location, job_id)``.
 
-    def __init__(self, location: Location, job_id: str) -> None:
+    ``memory_bytes`` is how many bytes of parts it keeps in this process rather than on
+    disk (0: none). Only a staging area that keeps none is picklable: tasks in other
+    processes could not see the parts this one holds.
+    """
+
+    def __init__(self, location: Location, job_id: str, memory_bytes: int = 0) -> None:
         self.location = location
         self.job_id = job_id
         self.root = f"staging/{job_id}"
+        self.memory_bytes = memory_bytes
+        self._held: dict[str, pa.Table] = {}
+        self._held_bytes = 0
+        self._lock = threading.Lock()
 
     def __reduce__(self) -> tuple[type[Staging], tuple[Location, str]]:
+        if self.memory_bytes:
+            raise TypeError("a staging area that keeps parts in memory stays in its process")
         return (Staging, (self.location, self.job_id))
 
     def write_part(self, kind: EventKind, session: str, tag: str, table: pa.Table) -> str:
@@ -58,6 +72,11 @@ class Staging:
             if col.null_count == len(col) and len(col)
         ]
         table = table.drop_columns(empty)
+        with self._lock:
+            if self._held_bytes + table.nbytes <= self.memory_bytes:
+                self._held[rel] = table
+                self._held_bytes += table.nbytes
+                return rel
         with self.location.open_atomic(rel) as f, pa.ipc.new_file(f, table.schema) as writer:
             writer.write_table(table)
         return rel
@@ -72,6 +91,9 @@ class Staging:
     def read(self, rels: list[str]) -> pa.Table:
         tables = []
         for rel in rels:
+            if rel in self._held:
+                tables.append(self._held[rel])
+                continue
             if rel.endswith(".arrow") and self.location.is_local:
                 # Memory-mapped: the columns are the page cache's pages, not a copy.
                 tables.append(pa.ipc.open_file(pa.memory_map(self.location.path(rel))).read_all())
@@ -84,6 +106,9 @@ class Staging:
         return pa.concat_tables(tables, promote_options="default")
 
     def remove(self) -> None:
+        with self._lock:
+            self._held.clear()
+            self._held_bytes = 0
         self.location.remove_tree(self.root)
 
 
