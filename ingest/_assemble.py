@@ -39,9 +39,10 @@ __all__ = [
 
 R = TypeVar("R")
 
-BLOCK_ROWS = 1 << 20
-"""Rows (of every kind) a session is merged and computed in at once: arrays of a block
-stay below the size from which every allocation is fresh memory the kernel must clear."""
+BLOCK_ROWS = 1 << 18
+"""Rows (of every kind) a session is merged and computed in at once. Small blocks keep
+the arrays (and polars' intermediates) of a block small enough that the next block
+reuses their memory instead of taking fresh pages the kernel must clear."""
 
 
 @dataclass(frozen=True)
