@@ -41,8 +41,10 @@ class EpochOrders:
             name=f"ticktensor-order-{next(_names)}",
             daemon=True,
         )
-        self._running[epoch] = thread
+        # Started before it is registered: another thread (the consumer's get or close,
+        # while a pass's producer prefetches) may join any registered thread at once.
         thread.start()
+        self._running[epoch] = thread
 
     def get(self, epoch: int) -> npt.NDArray[np.int64]:
         """``epoch``'s order, waiting for (or doing) its computation."""
@@ -62,7 +64,7 @@ class EpochOrders:
 
     def close(self) -> None:
         """Wait for orders being computed (at most one epoch's)."""
-        for thread in self._running.values():
+        for thread in list(self._running.values()):  # list() is atomic; prefetch may add
             thread.join()
         self._running.clear()
 
