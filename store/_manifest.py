@@ -382,90 +382,83 @@ def _sources_from_list(items: list[dict[str, Any]]) -> tuple[SourceFile, ...]:
     )
 
 
+def _stored_to_dict(
+    rec: SegmentRecord | PackRecord,
+    what: str,
+    feature_names: tuple[str, ...],
+    label_names: tuple[str, ...],
+) -> dict[str, Any]:
+    """The fields a segment and a pack record share. Every record of a version shares the
+    version's feature and label names (commit enforces it), so they are stored once, at
+    the top."""
+    if rec.feature_names != feature_names or rec.label_names != label_names:
+        raise ValueError(f"{what} has other feature names than its version")
+    return {
+        "session": rec.session,
+        "path": rec.path,
+        "rows": rec.rows,
+        "ts_start": rec.ts_start,
+        "ts_end": rec.ts_end,
+        "layout": dict(rec.layout),
+        "content_hash": rec.content_hash,
+        "files": _files_to_dict(rec.files),
+        "sources": _sources_to_list(rec.sources),
+    }
+
+
+def _stored_from_dict(
+    d: dict[str, Any], feature_names: tuple[str, ...], label_names: tuple[str, ...]
+) -> dict[str, Any]:
+    """The shared fields of a segment or pack record, checked, as constructor keywords."""
+    rows = _int(d["rows"])
+    if rows < 0:
+        raise ValueError(f"negative row count {rows}")
+    return {
+        "feature_names": feature_names,
+        "label_names": label_names,
+        "session": _str(d["session"]),
+        "path": _str(d["path"]),
+        "rows": rows,
+        "ts_start": _int(d["ts_start"]),
+        "ts_end": _int(d["ts_end"]),
+        "layout": _dict(d["layout"]),
+        "content_hash": _hex(d["content_hash"]),
+        "files": {_str(k): _entry(v) for k, v in _dict(d["files"]).items()},
+        "sources": _sources_from_list(d["sources"]),
+    }
+
+
 def _segment_to_dict(
     s: SegmentRecord, feature_names: tuple[str, ...], label_names: tuple[str, ...]
 ) -> dict[str, Any]:
-    # Every segment of a version shares the version's feature and label names
-    # (commit enforces it), so they are stored once, at the top.
-    if s.feature_names != feature_names or s.label_names != label_names:
-        raise ValueError(f"segment {s.symbol}/{s.session} has other feature names than its version")
-    return {
-        "symbol": s.symbol,
-        "session": s.session,
-        "path": s.path,
-        "rows": s.rows,
-        "ts_start": s.ts_start,
-        "ts_end": s.ts_end,
-        "layout": dict(s.layout),
-        "content_hash": s.content_hash,
-        "files": _files_to_dict(s.files),
-        "sources": _sources_to_list(s.sources),
-    }
+    what = f"segment {s.symbol}/{s.session}"
+    return {"symbol": s.symbol, **_stored_to_dict(s, what, feature_names, label_names)}
 
 
 def _segment_from_dict(
     d: dict[str, Any], feature_names: tuple[str, ...], label_names: tuple[str, ...]
 ) -> SegmentRecord:
     d = _dict(d)
-    rows = _int(d["rows"])
-    if rows < 0:
-        raise ValueError(f"negative row count {rows}")
     return SegmentRecord(
-        feature_names=feature_names,
-        label_names=label_names,
-        symbol=_str(d["symbol"]),
-        session=_str(d["session"]),
-        path=_str(d["path"]),
-        rows=rows,
-        ts_start=_int(d["ts_start"]),
-        ts_end=_int(d["ts_end"]),
-        layout=_dict(d["layout"]),
-        content_hash=_hex(d["content_hash"]),
-        files={_str(k): _entry(v) for k, v in _dict(d["files"]).items()},
-        sources=_sources_from_list(d["sources"]),
+        symbol=_str(d["symbol"]), **_stored_from_dict(d, feature_names, label_names)
     )
 
 
 def _pack_to_dict(
     p: PackRecord, feature_names: tuple[str, ...], label_names: tuple[str, ...]
 ) -> dict[str, Any]:
-    if p.feature_names != feature_names or p.label_names != label_names:
-        raise ValueError(f"pack {p.session} has other feature names than its version")
-    return {
-        "session": p.session,
-        "path": p.path,
-        "rows": p.rows,
-        "symbols": p.symbols,
-        "ts_start": p.ts_start,
-        "ts_end": p.ts_end,
-        "layout": dict(p.layout),
-        "content_hash": p.content_hash,
-        "files": _files_to_dict(p.files),
-        "sources": _sources_to_list(p.sources),
-    }
+    what = f"pack {p.session}"
+    return {"symbols": p.symbols, **_stored_to_dict(p, what, feature_names, label_names)}
 
 
 def _pack_from_dict(
     d: dict[str, Any], feature_names: tuple[str, ...], label_names: tuple[str, ...]
 ) -> PackRecord:
     d = _dict(d)
-    rows, symbols = _int(d["rows"]), _int(d["symbols"])
-    if rows < 0 or symbols < 0:
-        raise ValueError(f"negative row or symbol count ({rows}, {symbols})")
-    return PackRecord(
-        feature_names=feature_names,
-        label_names=label_names,
-        session=_str(d["session"]),
-        path=_str(d["path"]),
-        rows=rows,
-        symbols=symbols,
-        ts_start=_int(d["ts_start"]),
-        ts_end=_int(d["ts_end"]),
-        layout=_dict(d["layout"]),
-        content_hash=_hex(d["content_hash"]),
-        files={_str(k): _entry(v) for k, v in _dict(d["files"]).items()},
-        sources=_sources_from_list(d["sources"]),
-    )
+    symbols = _int(d["symbols"])
+    if symbols < 0:
+        raise ValueError(f"negative symbol count {symbols}")
+    return PackRecord(symbols=symbols, **_stored_from_dict(d, feature_names, label_names))
 
 
 def _table_to_dict(t: TableRecord) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from ._guard import GuardedPackStore
 from ._layout import Codec, Layout
 from ._location import Location, safe_component
 from ._manifest import FileEntry, PackRecord, SourceFile, sha256_hex
+from ._segments import check_rows
 from ._zarr_write import (
     Buffer,
     array_files,
@@ -112,11 +113,7 @@ def check_pack_inputs(
         raise SchemaError(f"{where}: symbols must be non-empty, distinct and sorted")
     for s in symbols:
         safe_component(s)
-    if ts.dtype != np.int64 or ts.ndim != 1 or ts.shape[0] == 0:
-        raise SchemaError(
-            f"{where}: ts must be int64 [rows] with rows > 0, got {ts.dtype} {list(ts.shape)}"
-        )
-    n = int(ts.shape[0])
+    n = check_rows(ts, values, labels, feature_names, label_names, where)
     if offsets.dtype != np.int64 or offsets.shape != (len(symbols) + 1,):
         raise SchemaError(
             f"{where}: offsets must be int64 [{len(symbols) + 1}] (symbols + 1), got "
@@ -126,18 +123,6 @@ def check_pack_inputs(
         raise SchemaError(
             f"{where}: offsets must rise from 0 to the {n} rows, got {offsets[0]}..{offsets[-1]}"
         )
-    if values.dtype != np.float32 or values.shape != (n, len(feature_names)):
-        raise SchemaError(
-            f"{where}: values must be float32 [{n}, {len(feature_names)}], got "
-            f"{values.dtype} {list(values.shape)}"
-        )
-    if label_names and (
-        labels is None or labels.dtype != np.float32 or labels.shape != (n, len(label_names))
-    ):
-        got = "None" if labels is None else f"{labels.dtype} {list(labels.shape)}"
-        raise SchemaError(f"{where}: labels must be float32 [{n}, {len(label_names)}], got {got}")
-    if not label_names and labels is not None and labels.size:
-        raise SchemaError(f"{where}: labels given but label_names is empty")
     # ts non-decreasing within each symbol: a fall is allowed only where a symbol starts.
     falls = np.flatnonzero(np.diff(ts) < 0) + 1
     bad = falls[~np.isin(falls, offsets)]

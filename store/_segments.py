@@ -48,19 +48,20 @@ class SegmentArrays:
     labels: zarr.Array[Any] | None
 
 
-def _check_inputs(
+def check_rows(
     ts: npt.NDArray[np.int64],
     values: npt.NDArray[np.float32],
     labels: npt.NDArray[np.float32] | None,
     feature_names: Sequence[str],
     label_names: Sequence[str],
     where: str,
-) -> None:
+) -> int:
+    """The row arrays of a segment or pack must be typed and shaped alike; their rows."""
     if ts.dtype != np.int64 or ts.ndim != 1:
         raise SchemaError(f"{where}: ts must be int64 [rows], got {ts.dtype} {list(ts.shape)}")
     n = ts.shape[0]
     if n == 0:
-        raise SchemaError(f"{where}: a segment needs at least one row, got 0")
+        raise SchemaError(f"{where}: needs at least one row, got 0")
     if values.dtype != np.float32 or values.shape != (n, len(feature_names)):
         raise SchemaError(
             f"{where}: values must be float32 [{n}, {len(feature_names)}] "
@@ -73,6 +74,18 @@ def _check_inputs(
         raise SchemaError(f"{where}: labels must be float32 [{n}, {len(label_names)}], got {got}")
     if not label_names and labels is not None and labels.size:
         raise SchemaError(f"{where}: labels given but label_names is empty")
+    return int(n)
+
+
+def _check_inputs(
+    ts: npt.NDArray[np.int64],
+    values: npt.NDArray[np.float32],
+    labels: npt.NDArray[np.float32] | None,
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+    where: str,
+) -> None:
+    check_rows(ts, values, labels, feature_names, label_names, where)
     steps = np.diff(ts)
     if steps.size and steps.min() < 0:
         row = int(np.argmax(steps < 0)) + 1
