@@ -21,9 +21,10 @@ applies the same frame check before it decodes.
 
 from __future__ import annotations
 
+import copy
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 import numcodecs
 import numpy as np
@@ -100,15 +101,12 @@ class GuardedStore(WrapperStore[Any]):
         self._where = where
         self._verify = verify_chunks
 
-    def _with_store(self, store: Any) -> GuardedStore:
-        return GuardedStore(
-            store,
-            files=self._files,
-            codec=self._codec,
-            limits=self._limits,
-            where=self._where,
-            verify_chunks=self._verify,
-        )
+    def _with_store(self, store: Any) -> Self:
+        """This guard, with every check it makes, around another store (zarr asks for
+        one per read-only or context-managed view)."""
+        clone = copy.copy(self)
+        clone._store = store
+        return clone
 
     async def get(
         self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
@@ -171,18 +169,6 @@ class GuardedPackStore(GuardedStore):
         self._shards = {key: tuple(chunks) for key, chunks in shards.items()}
         self._at = {key: {c.offset: c for c in chunks} for key, chunks in shards.items()}
         self._slots = dict(slots)
-
-    def _with_store(self, store: Any) -> GuardedPackStore:
-        return GuardedPackStore(
-            store,
-            shards=self._shards,
-            slots=self._slots,
-            files=self._files,
-            codec=self._codec,
-            limits=self._limits,
-            where=self._where,
-            verify_chunks=self._verify,
-        )
 
     async def get(
         self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
