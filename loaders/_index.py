@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from ticktensor._memory import fresh_buffer
 from ticktensor.errors import ConfigError
-from ticktensor.store import PackIndex, PackRecord, SegmentRecord, StoreVersion
+from ticktensor.store import PackRecord, SegmentRecord, StoreVersion
 
 from ._chunks import Record, SourcePart
 
@@ -135,10 +135,10 @@ def select_sources(
             Source((SourcePart(pack, 0, pack.rows, None),))
             for pack in packs
             if in_range(pack)
-            and (symbols is None or _rows_of(version.pack_index(pack), wanted_names)[2].any())
+            and (symbols is None or version.pack_index(pack).rows_of_many(wanted_names)[2].any())
         )
         return sources
-    ranges = [(pack, *_rows_of(version.pack_index(pack), wanted_names)) for pack in packs]
+    ranges = [(pack, *version.pack_index(pack).rows_of_many(wanted_names)) for pack in packs]
     sources = []
     for i, symbol in enumerate(wanted):
         parts = [SourcePart(s, 0, s.rows, symbol) for s in by_symbol.get(symbol, ())]
@@ -188,14 +188,6 @@ def pack_of(source: Source) -> PackRecord:
 
 def _time_key(record: SegmentRecord | PackRecord) -> tuple[int, str]:
     return (record.ts_start, record.session)
-
-
-def _rows_of(index: PackIndex, names: Names) -> tuple[Int64s, Int64s, npt.NDArray[np.bool_]]:
-    """Rows ``[lo, hi)`` in the pack of each of ``names`` (sorted), and whether it holds it."""
-    held_names = np.asarray(index.symbols, dtype=np.str_)
-    at = np.minimum(np.searchsorted(held_names, names), held_names.shape[0] - 1)
-    held = held_names[at] == names
-    return index.offsets[at], index.offsets[at + 1], held
 
 
 @dataclass(frozen=True)

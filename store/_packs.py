@@ -80,10 +80,21 @@ class PackIndex:
 
     def rows_of(self, symbol: str) -> tuple[int, int]:
         """Rows ``[lo, hi)`` of ``symbol``; ``KeyError`` when the pack does not hold it."""
-        i = int(np.searchsorted(np.asarray(self.symbols, dtype=object), symbol))
-        if i >= len(self.symbols) or self.symbols[i] != symbol:
+        lo, hi, held = self.rows_of_many([symbol])
+        if not held[0]:
             raise KeyError(f"pack {self.record.session} holds no rows of {symbol!r}")
-        return int(self.offsets[i]), int(self.offsets[i + 1])
+        return int(lo[0]), int(hi[0])
+
+    def rows_of_many(
+        self, symbols: Sequence[str] | npt.NDArray[np.str_]
+    ) -> tuple[Int64s, Int64s, npt.NDArray[np.bool_]]:
+        """Rows ``[lo, hi)`` of each of ``symbols`` at once, and whether the pack holds it
+        (where it does not, ``lo`` and ``hi`` are meaningless)."""
+        names = np.asarray(symbols, dtype=np.str_)
+        held_names = np.asarray(self.symbols, dtype=np.str_)
+        at = np.minimum(np.searchsorted(held_names, names), held_names.shape[0] - 1)
+        held: npt.NDArray[np.bool_] = held_names[at] == names
+        return self.offsets[at], self.offsets[at + 1], held
 
 
 @dataclass(frozen=True)

@@ -117,10 +117,12 @@ class StoreVersion:
     def symbols(self) -> tuple[str, ...]:
         """Every symbol with a segment, a pack's rows or a table of its own (reads each
         pack's index; a table of every symbol of a session is keyed ``ALL_SYMBOLS``)."""
-        with ThreadPoolExecutor(8, thread_name_prefix="ticktensor-index") as pool:
-            # On an object store each index is a request: several in flight at once.
-            indexes = list(pool.map(self.pack_index, self.packs))
-        packed = {s for index in indexes for s in index.symbols}
+        packed: set[str] = set()
+        if self.packs:
+            with ThreadPoolExecutor(8, thread_name_prefix="ticktensor-index") as pool:
+                # On an object store each index is a request: several in flight at once.
+                for index in pool.map(self.pack_index, self.packs):
+                    packed.update(index.symbols)
         return tuple(sorted(set(self.manifest.symbols) | packed))
 
     def pack(self, session: str) -> PackRecord:
