@@ -253,7 +253,7 @@ def open_segment(
         group = zarr.open_group(store, mode="r")
         has_labels = "labels" in group
         arrays = {
-            name: _array(group, name, where)
+            name: array_of(group, name, where)
             for name in ("ts", "values", "labels")
             if name != "labels" or has_labels
         }
@@ -304,7 +304,8 @@ def _check_array(
         )
 
 
-def _array(group: zarr.Group, name: str, where: str) -> zarr.Array[Any]:
+def array_of(group: zarr.Group, name: str, where: str) -> zarr.Array[Any]:
+    """The group's array ``name``; missing, or a group there, is ``StoreCorruptError``."""
     try:
         node = group[name]
     except KeyError:

@@ -6,7 +6,6 @@ import functools
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,21 +27,17 @@ from ._packs import (
     pack_content_hash,
     read_pack_index,
 )
-from ._segments import SegmentArrays, open_segment, read_array, segment_content_hash
+from ._segments import (
+    SegmentArrays,
+    array_of,
+    open_segment,
+    read_array,
+    segment_content_hash,
+)
 from ._state import VersionState
 from ._tables import read_table
 
 __all__ = ["SegmentData", "StoreVersion"]
-
-
-def _node(group: zarr.Group, name: str, where: str) -> zarr.Array[Any]:
-    try:
-        node = group[name]
-    except KeyError:
-        raise StoreCorruptError(f"{where}: array {name!r} is missing") from None
-    if not isinstance(node, zarr.Array):
-        raise StoreCorruptError(f"{where}: {name!r} is a group, expected an array")
-    return node
 
 
 @dataclass(frozen=True)
@@ -163,10 +158,10 @@ class StoreVersion:
         where = f"pack {record.session} ({self._location.display(record.path)})"
         index = self.pack_index(record)
         group = open_pack(self._location, record, index, verify_chunks=verify)
-        ts = read_array(_node(group, "ts", where), "ts", np.int64, where)
-        values = read_array(_node(group, "values", where), "values", np.float32, where)
+        ts = read_array(array_of(group, "ts", where), "ts", np.int64, where)
+        values = read_array(array_of(group, "values", where), "values", np.float32, where)
         labels = (
-            read_array(_node(group, "labels", where), "labels", np.float32, where)
+            read_array(array_of(group, "labels", where), "labels", np.float32, where)
             if record.label_names
             else None
         )
