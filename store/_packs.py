@@ -262,18 +262,16 @@ def write_pack(
         existed = location.exists(rel)  # an older version's, or an interrupted write's
 
         def put(key: str, parts: Sequence[Buffer]) -> None:
-            size = sum(len(p) for p in parts)
+            # Writing and hashing both release the GIL: the pool hashes each object while
+            # this thread writes it (into a folder that existed, once the hash is known).
+            digest = pool.submit(_sha256_hex_of, parts)
             if existed:
-                digest = pool.submit(_sha256_hex_of, parts)
                 location.write_content_addressed(
                     f"{rel}/{key}", parts, digest.result(), exists=True
                 )
             else:
-                # Writing and hashing both release the GIL: the pool hashes each object
-                # while this thread writes it.
-                digest = pool.submit(_sha256_hex_of, parts)
                 location.write_atomic(f"{rel}/{key}", parts, durable=False)  # flushed at commit
-            written.append((key, digest, size))
+            written.append((key, digest, sum(len(p) for p in parts)))
 
         for (name, data, dims, attributes), enc in zip(arrays, encoded, strict=True):
             doc = sharding_document(
