@@ -26,6 +26,7 @@ from ticktensor.store import (
     PackRecord,
     SourceFile,
     Store,
+    TableEncoder,
     TableRecord,
 )
 
@@ -195,6 +196,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
             return _Block.of(merged, _block_features(task.spec, {k: merged[k] for k in market}))
 
         computing = [_run(pool, block, number=b) for b in range(len(session.blocks))]
+        encoding = {k: _run(writer, _encode, rows=rows, kind=k, held=held[k]) for k in kinds}
         merged = [r.result() for r in rows]
         events: dict[EventKind, Merge[pa.Table]] = {}
         files: dict[EventKind, list[SourceFile]] = {}  # the input files of each kind
@@ -221,7 +223,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
         written: list[Future[TableRecord]] = []
         early = not out.conflicts and (held_features is None or held_features.result() is None)
         if early:
-            written = _write_tables(writer, task, store, stored, events, files, out)
+            written = _write_tables(writer, task, store, stored, events, encoding, files, out)
         blocks = [c.result() for c in computing]
         features = None
         if task.spec is not None and market:
@@ -233,7 +235,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
         if out.conflicts and not task.replace:
             return out  # the job refuses the session: nothing of it is written
         if not early:
-            written = _write_tables(writer, task, store, stored, events, files, out)
+            written = _write_tables(writer, task, store, stored, events, encoding, files, out)
         if features is not None and task.spec is not None:
             sources = [task.sources[u] for u in sorted(out.stored)]
             _pack(task, task.spec, store, stored, features, sources, out)
@@ -247,11 +249,13 @@ def _write_tables(
     store: Store,
     stored: StoredSession,
     events: dict[EventKind, Merge[pa.Table]],
+    encoding: dict[EventKind, Future[TableEncoder | None]],
     files: dict[EventKind, list[SourceFile]],
     out: AssembleResult,
 ) -> list[Future[TableRecord]]:
     """Each kind's table of the session on ``pool`` (the published one when it is
-    unchanged); the per-symbol tables they take the place of go to ``out``."""
+    unchanged; the one encoded as the blocks were merged when the job's rows are the
+    table); the per-symbol tables they take the place of go to ``out``."""
     written = []
     for kind, merge in events.items():
         published = stored.tables.get(kind.value)
@@ -261,18 +265,29 @@ def _write_tables(
             written.append(_done(published))
             continue
         kept = stored.sources(kind) if merge.kept else ()
-        written.append(
-            _run(
-                pool,
-                store.write_table,
-                kind=kind.value,
-                symbol=ALL_SYMBOLS,
-                session=task.session,
-                table=merge.rows,
-                sources=_provenance(files[kind], kept),
+        where = {"kind": kind.value, "symbol": ALL_SYMBOLS, "session": task.session}
+        sources = _provenance(files[kind], kept)
+        if (encoder := encoding[kind].result()) is not None:
+            written.append(
+                _run(pool, store.write_encoded_table, **where, encoder=encoder, sources=sources)
             )
-        )
+        else:
+            written.append(_run(pool, store.write_table, **where, table=merge.rows, sources=sources))
     return written
+
+
+def _encode(
+    rows: list[Future[dict[EventKind, Merged]]], kind: EventKind, held: Future[pa.Table | None]
+) -> TableEncoder | None:
+    """The session's table of ``kind``, encoded block by block as the blocks are merged;
+    None when the store holds rows of the kind in the session (the table's rows are then
+    known only once they are merged with the job's)."""
+    if held.result() is not None:
+        return None
+    encoder = Store.table_encoder(ALL_SYMBOLS)
+    for block in rows:
+        encoder.append(block.result()[kind].table)
+    return encoder
 
 
 def _pack(

@@ -31,6 +31,7 @@ from ._reference import definitions_asof
 from ._repair import RepairReport
 from ._segments import SegmentArrays
 from ._store import Store
+from ._tables import TableEncoder
 from ._verify import VerifyReport
 from ._version import SegmentData, StoreVersion
 
@@ -58,6 +59,7 @@ __all__ = [
     "Store",
     "StoreVersion",
     "StoredChunk",
+    "TableEncoder",
     "TableRecord",
     "VerifyReport",
     "check_frame",

@@ -43,7 +43,7 @@ READABLE_FORMAT_VERSIONS = (1, 2)
 MANIFEST_FORMATS = (("ticktensor.manifest", 1), ("ticktensor.checkpoint", 2))
 
 
-def sha256_hex(data: bytes) -> str:
+def sha256_hex(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 

@@ -48,7 +48,7 @@ from ._state import VersionState
 from ._tables import (
     ROW_GROUP_ROWS,
     SESSION_ROW_GROUP_ROWS,
-    encode_table,
+    TableEncoder,
     table_path,
     write_table,
 )
@@ -375,20 +375,41 @@ class Store:
         written in row groups of 65,536 rows, whose ``symbol`` statistics let readers
         select symbols; other tables in row groups of 1 M rows.
         """
-        data = encode_table(
-            table, SESSION_ROW_GROUP_ROWS if symbol == ALL_SYMBOLS else ROW_GROUP_ROWS
+        encoder = self.table_encoder(symbol)
+        encoder.append(table)
+        return self.write_encoded_table(
+            kind=kind, symbol=symbol, session=session, encoder=encoder, sources=sources
         )
-        path = table_path(kind, symbol, session, data)
+
+    @staticmethod
+    def table_encoder(symbol: str) -> TableEncoder:
+        """An encoder of a table of ``symbol`` (or of every symbol: ``ALL_SYMBOLS``), to
+        append its rows a part at a time and store it with :meth:`write_encoded_table`."""
+        return TableEncoder(SESSION_ROW_GROUP_ROWS if symbol == ALL_SYMBOLS else ROW_GROUP_ROWS)
+
+    def write_encoded_table(
+        self,
+        *,
+        kind: str,
+        symbol: str,
+        session: str,
+        encoder: TableEncoder,
+        sources: Sequence[SourceFile] = (),
+    ) -> TableRecord:
+        """:meth:`write_table` of the rows appended to ``encoder`` (which it finishes)."""
+        data = encoder.finish()
+        digest = sha256_hex(memoryview(data))
         published = self._latest().tables.get((kind, symbol, session))
-        if published is not None and published.path == path:
+        if published is not None and published.path == table_path(kind, symbol, session, digest):
             return published
         return write_table(
             self._location,
             kind=kind,
             symbol=symbol,
             session=session,
-            table=table,
+            encoded=encoder,
             data=data,
+            digest=digest,
             sources=sources,
         )
 

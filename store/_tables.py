@@ -14,7 +14,7 @@ from ticktensor.errors import SchemaError, StoreCorruptError
 from ._location import Location, safe_component
 from ._manifest import FileEntry, SourceFile, TableRecord, sha256_hex
 
-__all__ = ["encode_table", "read_table", "table_path", "write_table"]
+__all__ = ["TableEncoder", "encode_table", "read_table", "table_path", "write_table"]
 
 
 def _ts_range(table: pa.Table) -> tuple[int | None, int | None]:
@@ -36,30 +36,91 @@ ROW_GROUP_ROWS = 1 << 20
 SESSION_ROW_GROUP_ROWS = 1 << 16
 
 
-def encode_table(table: pa.Table, row_group_rows: int = ROW_GROUP_ROWS) -> bytes:
+class TableEncoder:
+    """A table's stored Parquet bytes, encoded as its rows come a part at a time.
+
+    The parts' rows are cut into row groups of ``row_group_rows`` as one table's would
+    be (a part's rows short of a whole row group wait for the next part), so the bytes
+    equal :func:`encode_table` of the parts concatenated: a session's table can be
+    encoded while its later blocks are still being merged.
+    """
+
+    def __init__(self, row_group_rows: int = ROW_GROUP_ROWS) -> None:
+        self.row_group_rows = row_group_rows
+        self.rows = 0
+        self.ts_range: tuple[int | None, int | None] = (None, None)
+        self._sink = pa.BufferOutputStream()
+        self._writer: pq.ParquetWriter | None = None
+        self._schema: pa.Schema | None = None
+        self._pending: pa.Table | None = None
+
+    def append(self, table: pa.Table) -> None:
+        """Encode the row groups ``table``'s rows complete (the rest wait for more)."""
+        if self._schema is None:
+            self._schema = table.schema
+            # Dictionary pages only for text columns: numeric columns rarely repeat
+            # enough to gain, and skipping them makes writing about 30% faster.
+            text = [
+                f.name
+                for f in table.schema
+                if pa.types.is_string(f.type)
+                or pa.types.is_large_string(f.type)
+                or pa.types.is_dictionary(f.type)
+            ]
+            self._writer = pq.ParquetWriter(
+                self._sink, table.schema, compression="zstd", use_dictionary=text or False
+            )
+        elif table.schema != self._schema:
+            raise SchemaError(f"table part's schema {table.schema} is not {self._schema}")
+        if table.num_rows == 0:
+            return
+        self.rows += table.num_rows
+        self.ts_range = _merged_range(self.ts_range, _ts_range(table))
+        pending = table if self._pending is None else pa.concat_tables([self._pending, table])
+        whole = pending.num_rows - pending.num_rows % self.row_group_rows
+        if whole:
+            self._write(pending.slice(0, whole))
+        self._pending = pending.slice(whole) if whole < pending.num_rows else None
+
+    def finish(self) -> pa.Buffer:
+        """The Parquet bytes: the last (partial) row group, then the footer."""
+        if self._writer is None or self._schema is None:
+            raise ValueError("a table needs at least one part (its schema) to be encoded")
+        if self._pending is not None:
+            self._write(self._pending)
+        elif self.rows == 0:
+            self._write(self._schema.empty_table())  # one empty row group, as pyarrow writes
+        self._writer.close()
+        return self._sink.getvalue()
+
+    def _write(self, table: pa.Table) -> None:
+        assert self._writer is not None  # set by the first append
+        self._writer.write_table(table, row_group_size=self.row_group_rows)
+
+
+def _merged_range(
+    a: tuple[int | None, int | None], b: tuple[int | None, int | None]
+) -> tuple[int | None, int | None]:
+    """The smallest range holding both ranges (``None`` ends: no rows)."""
+    if a[0] is None or a[1] is None:
+        return b
+    if b[0] is None or b[1] is None:
+        return a
+    return min(a[0], b[0]), max(a[1], b[1])
+
+
+def encode_table(table: pa.Table, row_group_rows: int = ROW_GROUP_ROWS) -> pa.Buffer:
     """The Parquet bytes stored for ``table`` (zstd; deterministic for equal tables)."""
-    buf = io.BytesIO()
-    # Dictionary pages only for text columns: numeric columns rarely repeat enough to
-    # gain, and skipping them makes writing about 30% faster.
-    text = [
-        f.name
-        for f in table.schema
-        if pa.types.is_string(f.type)
-        or pa.types.is_large_string(f.type)
-        or pa.types.is_dictionary(f.type)
-    ]
-    pq.write_table(
-        table, buf, compression="zstd", row_group_size=row_group_rows, use_dictionary=text or False
-    )
-    return buf.getvalue()
+    encoder = TableEncoder(row_group_rows)
+    encoder.append(table)
+    return encoder.finish()
 
 
-def table_path(kind: str, symbol: str, session: str, data: bytes) -> str:
-    """Where a table with Parquet bytes ``data`` is stored (named by its content hash)."""
+def table_path(kind: str, symbol: str, session: str, digest: str) -> str:
+    """Where a table whose Parquet bytes have sha256 ``digest`` is stored."""
     if not kind or "/" in kind:
         raise SchemaError(f"table kind must be a plain name, got {kind!r}")
-    digest = sha256_hex(data)[:16]
-    return f"events/{kind}/{safe_component(symbol)}/{safe_component(session)}-{digest}.parquet"
+    return f"events/{kind}/{safe_component(symbol)}/{safe_component(session)}-{digest[:16]}.parquet"
 
 
 def write_table(
@@ -68,23 +129,24 @@ def write_table(
     kind: str,
     symbol: str,
     session: str,
-    table: pa.Table,
-    data: bytes,
+    encoded: TableEncoder,
+    data: pa.Buffer,
+    digest: str,
     sources: Sequence[SourceFile] = (),
 ) -> TableRecord:
-    """Store ``data`` (``encode_table(table)``) and return the table's record."""
-    rel = table_path(kind, symbol, session, data)
-    location.write_atomic(rel, data, durable=False)  # the commit flushes it (Location.flush)
-    start, end = _ts_range(table)
+    """Store ``data`` (``encoded.finish()``, of sha256 ``digest``) and return its record."""
+    rel = table_path(kind, symbol, session, digest)
+    location.write_atomic(rel, memoryview(data), durable=False)  # the commit flushes it
+    start, end = encoded.ts_range
     return TableRecord(
         kind=kind,
         symbol=symbol,
         session=session,
         path=rel,
-        rows=table.num_rows,
+        rows=encoded.rows,
         ts_start=start,
         ts_end=end,
-        file=FileEntry(sha256_hex(data), len(data)),
+        file=FileEntry(digest, data.size),
         sources=tuple(sources),
     )
 
