@@ -295,24 +295,53 @@ def _blocks(
 ) -> Iterator[memoryview]:
     """Cut ``data`` + the rest of ``stream`` into blocks of whole lines, ``size()`` bytes.
 
-    Blocks are views of the bytes read (no copy); only the partial last line is copied
-    over to the next block.
+    Each block is read straight into a buffer of its own behind the partial last line of
+    the block before (the only bytes copied). The buffers are numpy arrays: numpy asks
+    the kernel for huge pages for large ones, so filling a block faults a few pages,
+    not thousands.
     """
-    carry = data
+    carry = memoryview(data)
     while True:
-        more = stream.read(max(size() - len(carry), 1 << 12))
-        if not more:
+        buffer = np.empty(len(carry) + max(size() - len(carry), 1 << 12), dtype=np.uint8)
+        buffer[: len(carry)] = np.frombuffer(carry, dtype=np.uint8)
+        filled = len(carry) + _read_into(stream, memoryview(buffer)[len(carry) :])
+        if filled == len(carry):
             if carry:
-                yield memoryview(carry)
+                yield carry
             return
-        buffer = carry + more if carry else more
-        cut = buffer.rfind(b"\n")
+        view = memoryview(buffer)[:filled]
+        cut = _last_line_break(view)
         if cut < 0:
-            _check_line(len(buffer), url)
-            carry = buffer
+            _check_line(filled, url)
+            carry = view
             continue
-        yield memoryview(buffer)[: cut + 1]
-        carry = buffer[cut + 1 :]
+        yield view[: cut + 1]
+        carry = view[cut + 1 :]
+
+
+def _read_into(stream: IO[bytes], into: memoryview) -> int:
+    """Fill ``into`` from ``stream``; fewer bytes only at the stream's end."""
+    done = 0
+    while done < len(into):
+        n = stream.readinto(into[done:])  # type: ignore[attr-defined]
+        if not n:
+            break
+        done += n
+    return done
+
+
+def _last_line_break(view: memoryview) -> int:
+    """The position of the last ``\\n`` in ``view``, or -1; reads only its tail when the
+    break is near the end, as it is in a block of text lines."""
+    tail = 1 << 16
+    while True:
+        lo = max(0, len(view) - tail)
+        found = bytes(view[lo:]).rfind(b"\n")
+        if found >= 0:
+            return lo + found
+        if lo == 0:
+            return -1
+        tail *= 16
 
 
 def _split(
