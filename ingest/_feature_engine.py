@@ -17,6 +17,7 @@ from ticktensor.schemas import MBP_DEPTH, EventKind, FeatureSpec, LabelSpec, par
 
 from ._feature_rows import SERIES, TRADE_QUANTITIES, Rows
 from ._symbols import symbol_codes
+from .bars import _ranges
 
 __all__ = [
     "FeatureArrays",
@@ -28,6 +29,7 @@ __all__ = [
 ]
 
 _NS_PER_DAY = 86_400 * 1_000_000_000
+_BLOCK_ROWS = 16_384
 _ALL = frozenset({"quotes", "trades", "bars", "mbp10", "ohlcv"})
 _BOOK = frozenset({"quotes", "mbp10", "trades", "bars"})  # trades/bars: with quotes given
 _BARS = frozenset({"bars", "ohlcv"})
@@ -65,10 +67,6 @@ def _never(_: Param) -> bool:
     return False
 
 
-def _always(_: Param) -> bool:
-    return True
-
-
 def _over_rows(w: Param) -> bool:
     """A trade window of more than one row reads earlier rows; a duration window reads
     columns joined as of each row's time, and one row is the row itself."""
@@ -82,7 +80,8 @@ class _Entry:
     default: int
     build: Builder
     #: Whether the formula with this parameter reads other rows than its own (a shift,
-    #: a cumulative or rolling sum): computed per symbol when the rows hold many.
+    #: a cumulative or rolling sum) without keeping to its symbol itself: computed per
+    #: symbol when the rows hold many.
     reads_rows: Callable[[Param], bool] = _never
 
 
@@ -92,7 +91,7 @@ def _q(r: Rows, a: str) -> pl.Expr:
 
 def _ret(r: Rows, n: Param, source: str = "px") -> pl.Expr:
     px = r.column(source)
-    return (px / px.shift(n if isinstance(n, int) else 1)).fill_null(1.0)
+    return (px / r.shift(px, n if isinstance(n, int) else 1)).fill_null(1.0)
 
 
 def _depth_imbalance(r: Rows, n: Param) -> pl.Expr:
@@ -130,9 +129,15 @@ def _vwap_distance(r: Rows, w: Param) -> pl.Expr:
     return pl.when(dollar == 0).then(0.0).otherwise(r.column("px") * volume / dollar - 1.0)
 
 
+def _log_ret(r: Rows, n: Param) -> pl.Expr:
+    """``log`` of :func:`_ret`, a column of the rows shared by the features that use it."""
+    rows = n if isinstance(n, int) else 1
+    return r.shared(f"_log_return_{rows}", _ret(r, rows).log())
+
+
 def _volatility(r: Rows, n: Param) -> pl.Expr:
-    squared = _ret(r, 1).log() ** 2
-    return squared.rolling_sum(n if isinstance(n, int) else 20, min_samples=1).sqrt()
+    squared = _log_ret(r, 1) ** 2
+    return r.per_series(squared.rolling_sum(n if isinstance(n, int) else 20, min_samples=1)).sqrt()
 
 
 def _column(name: str, clocks: frozenset[str]) -> _Entry:
@@ -158,10 +163,10 @@ CATALOGUE: dict[str, _Entry] = {
     "depth_imbalance": _Entry(frozenset({"mbp10"}), "rows", MBP_DEPTH, _depth_imbalance),
     "log1p_bid_sz": _Entry(_BOOK, "none", 0, lambda r, _: _q(r, "bid_sz").log1p()),
     "log1p_ask_sz": _Entry(_BOOK, "none", 0, lambda r, _: _q(r, "ask_sz").log1p()),
-    "return": _Entry(_ALL, "rows", 1, lambda r, n: _ret(r, n) - 1.0, _always),
-    "log_return": _Entry(_ALL, "rows", 1, lambda r, n: _ret(r, n).log(), _always),
-    "mid_log_return": _Entry(_BOOK, "none", 0, lambda r, _: _ret(r, 1, "mid").log(), _always),
-    "volatility": _Entry(_ALL, "rows", 20, _volatility, _always),
+    "return": _Entry(_ALL, "rows", 1, lambda r, n: _ret(r, n) - 1.0),
+    "log_return": _Entry(_ALL, "rows", 1, _log_ret),
+    "mid_log_return": _Entry(_BOOK, "none", 0, lambda r, _: _ret(r, 1, "mid").log()),
+    "volatility": _Entry(_ALL, "rows", 20, _volatility),
     **{q: _trade(q) for q in TRADE_QUANTITIES},
     "vwap_distance": _Entry(_ALL, "window", 1, _vwap_distance, _over_rows),
     "range_bps": _Entry(
@@ -228,6 +233,37 @@ def check_spec(spec: FeatureSpec) -> None:
         )
 
 
+def _ahead_in_rows(
+    source: npt.NDArray[np.float64], horizon: int, offsets: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """``source`` ``horizon`` rows later; NaN where that passes the row's symbol's last row."""
+    n = source.size
+    ahead = np.empty(n)
+    ahead[: max(n - horizon, 0)] = source[horizon:]
+    # Every row of the last ``horizon`` of its symbol, which holds the rows from n - horizon.
+    last = np.minimum(np.diff(offsets), horizon)
+    ahead[_ranges(offsets[1:] - last, last)] = np.nan
+    return ahead
+
+
+def _ahead_in_time(
+    source: npt.NDArray[np.float64],
+    horizon: int,
+    ts: npt.NDArray[np.int64],
+    offsets: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """``source`` at the last row at or before ``ts + horizon`` of the row's symbol; NaN
+    once that time passes the symbol's last row."""
+    ahead = np.full(source.size, np.nan)
+    for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        if hi > lo:
+            part = ts[lo:hi]
+            found = np.searchsorted(part, part + horizon, side="right") - 1 + lo
+            known = part + horizon <= part[-1]
+            ahead[lo:hi][known] = source[found[known]]
+    return ahead
+
+
 def _label(
     label: LabelSpec,
     source: npt.NDArray[np.float64],
@@ -235,23 +271,11 @@ def _label(
     offsets: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
     """``label`` of every row; a horizon never reaches past its symbol's rows (``offsets``)."""
-    n = source.size
-    end = np.repeat(offsets[1:], np.diff(offsets))  # one past each row's symbol's last row
     unit, horizon = label.horizon
     if unit == "rows":
-        future = np.arange(n) + horizon
+        ahead = _ahead_in_rows(source, horizon, offsets)
     else:
-        # The last row at or before ts + horizon; unknown once that passes the data's end.
-        future = np.empty(n, dtype=np.int64)
-        for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
-            if hi > lo:
-                part = ts[lo:hi]
-                found = np.searchsorted(part, part + horizon, side="right") - 1 + lo
-                found[part + horizon > part[-1]] = hi
-                future[lo:hi] = found
-    known = future < end
-    ahead = np.full(n, np.nan)
-    ahead[known] = source[future[known]]
+        ahead = _ahead_in_time(source, horizon, ts, offsets)
     with np.errstate(divide="ignore", invalid="ignore"):
         if label.kind == "forward_log_return":
             return np.asarray(np.log(ahead / source), dtype=np.float64)
@@ -289,6 +313,17 @@ def compute_by_symbol(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -
     return SymbolFeatures(tuple(names), offsets, arrays)
 
 
+def _matrix(columns: list[npt.NDArray[np.float64]], n: int) -> npt.NDArray[np.float32]:
+    """The ``n``-row columns side by side, as float32 ``[n, len(columns)]``."""
+    values = np.empty((n, len(columns)), dtype=np.float32)
+    # A block of rows at a time: it stays in cache while each column fills its slots.
+    for lo in range(0, n, _BLOCK_ROWS):
+        block = values[lo : lo + _BLOCK_ROWS]
+        for j, column in enumerate(columns):
+            block[:, j] = column[lo : lo + _BLOCK_ROWS]
+    return values
+
+
 def _evaluate(rows: Rows, spec: FeatureSpec) -> tuple[FeatureArrays, npt.NDArray[np.uint32]]:
     """The features and labels of ``rows``, and the series number of each row."""
     exprs = []
@@ -307,18 +342,16 @@ def _evaluate(rows: Rows, spec: FeatureSpec) -> tuple[FeatureArrays, npt.NDArray
         series = np.zeros(rows.height, dtype=np.uint32)
     else:
         series = rows.frame[rows.by].to_numpy().astype(np.uint32, copy=False)
-    out = rows.frame.lazy().select(exprs).collect()
-    values = np.empty((rows.height, len(spec.features)), dtype=np.float32)
+    out = rows.frame.select(exprs)
     labels = np.empty((rows.height, len(spec.labels)), dtype=np.float32)
     offsets = np.flatnonzero(np.diff(series)) + 1
     offsets = np.concatenate([[0], offsets, [rows.height]]).astype(np.int64)
     # The store keeps float32: a value beyond its range becomes +/-inf, which the ingest
     # report counts per symbol, instead of a warning per cast.
     with np.errstate(over="ignore"):
-        for j, name in enumerate(spec.features):
-            values[:, j] = out[name].to_numpy()
+        values = _matrix([out[name].to_numpy() for name in spec.features], rows.height)
         for j, label in enumerate(spec.labels):
             if rows.height:
-                raw = out[f"_label_{j}"].to_numpy().astype(np.float64)
+                raw = out[f"_label_{j}"].to_numpy().astype(np.float64, copy=False)
                 labels[:, j] = _label(label, raw, ts, offsets)
     return FeatureArrays(ts, values, labels, spec.features, spec.label_names), series

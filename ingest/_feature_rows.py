@@ -136,6 +136,25 @@ class Rows:
         """
         return _per_series(expr, self.by)
 
+    def shift(self, expr: pl.Expr, n: int) -> pl.Expr:
+        """``expr`` of the row ``n`` rows earlier, null where that row is another symbol's.
+
+        The rows are sorted by symbol, so rows ``i - n`` and ``i`` are of one symbol
+        exactly when their series numbers are equal: the same values as a shift within
+        each symbol (:meth:`per_series`), without splitting the rows by symbol.
+        """
+        if self.by is None:
+            return expr.shift(n)
+        by = pl.col(self.by)
+        return pl.when(by == by.shift(n)).then(expr.shift(n))
+
+    def shared(self, name: str, expr: pl.Expr) -> pl.Expr:
+        """``expr``, added as the column ``name`` of the rows on first use and read from
+        there after: features that share a formula compute it once."""
+        if name not in self.frame.columns:
+            self.frame = self.frame.with_columns(expr.alias(name))
+        return pl.col(name)
+
     def column(self, name: str) -> pl.Expr:
         """The column ``name`` of the rows, deriving it first if needed."""
         if name not in self.frame.columns:

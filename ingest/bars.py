@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
@@ -111,29 +112,73 @@ def _asof(
     return joined.drop("_asof_ts", strict=False)
 
 
-def _aggregate(trades: pl.DataFrame, bar: pl.Expr, by: str | None, *extra: pl.Expr) -> pl.DataFrame:
+def _ranges(starts: npt.NDArray[np.intp], lengths: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """The rows ``starts[i]:starts[i] + lengths[i]`` of every ``i``, one range after the other."""
+    before = np.cumsum(lengths) - lengths  # where each range begins in the result
+    rows: npt.NDArray[np.intp] = np.arange(int(lengths.sum())) + np.repeat(starts - before, lengths)
+    return rows
+
+
+class _Runs:
+    """The runs of rows with equal keys (nulls equal) of a frame: a bar's trades."""
+
+    def __init__(self, frame: pl.DataFrame, keys: Sequence[str]):
+        run = (pl.col(keys[0]) if len(keys) == 1 else pl.struct(keys)).rle_id()
+        ids = frame.select(run).to_series().to_numpy()
+        later = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        bounds = np.concatenate(([0], later, [ids.size])) if ids.size else np.zeros(1, np.intp)
+        self.starts = bounds[:-1]
+        """The first row of each run."""
+        self.lasts = bounds[1:] - 1
+        """The last row of each run."""
+        self.lengths = np.diff(bounds)
+        """The rows of each run."""
+        # A run of one row reduces to that row: only the longer ones need reducing.
+        self._long = np.flatnonzero(self.lengths > 1)
+        long_lengths = self.lengths[self._long]
+        self._long_rows = _ranges(self.starts[self._long], long_lengths)
+        self._long_starts = np.cumsum(long_lengths) - long_lengths
+
+    def reduce(self, ufunc: np.ufunc, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """``ufunc`` reduced over each run of ``values``, as ``ufunc.reduceat`` does it."""
+        if 2 * self._long_rows.size > values.size:  # mostly long runs: reduce them in place
+            return np.asarray(ufunc.reduceat(values, self.starts), dtype=np.float64)
+        out: npt.NDArray[np.float64] = values[self.starts]
+        if self._long.size:
+            out[self._long] = ufunc.reduceat(values[self._long_rows], self._long_starts)
+        return out
+
+
+def _extremes(price: pl.Series, runs: _Runs) -> tuple[pl.Series, pl.Series]:
+    """``high`` and ``low`` of each run as polars' ``max``/``min`` give them: NaN counts
+    only where a run holds no other number, and a run of nulls alone gives null (of a
+    run holding both 0.0 and -0.0, either may come; prices are positive)."""
+    values = price.to_numpy()  # nulls as NaN: fmax/fmin skip them like NaN
+    high, low = runs.reduce(np.fmax, values), runs.reduce(np.fmin, values)
+    if price.null_count():
+        valid = runs.reduce(np.add, price.is_not_null().to_numpy().astype(np.float64)) > 0
+        return (
+            pl.Series("high", pa.array(high, mask=~valid)),
+            pl.Series("low", pa.array(low, mask=~valid)),
+        )
+    return pl.Series("high", high), pl.Series("low", low)
+
+
+def _aggregate(
+    trades: pl.DataFrame, bar: pl.Expr, by: str | None, firsts: Sequence[str] = ()
+) -> pl.DataFrame:
     """One row per bar of the trades (sorted by series, then time, so a bar's trades are
-    a run of rows): its keys (``by``, ``_bar``), ``extra``, times, OHLC, counts and sums."""
+    a run of rows): its keys (``by``, ``_bar``), the first of ``firsts``, times, OHLC,
+    counts and sums."""
     keys = ["_bar"] if by is None else [by, "_bar"]
     frame = trades.with_columns(bar.alias("_bar"))
-    run = pl.col("_bar").rle_id() if by is None else pl.struct(keys).rle_id()
-    frame = frame.with_columns(run.alias("_run").set_sorted())
-    bars = frame.group_by("_run", maintain_order=True).agg(
-        *(pl.col(k).first() for k in keys),
-        *extra,
-        pl.col("ts").first().alias("ts_first"),
-        pl.col("ts").last().alias("ts_last"),
-        pl.col("price").first().alias("open"),
-        pl.col("price").max().alias("high"),
-        pl.col("price").min().alias("low"),
-        pl.col("price").last().alias("close"),
-        pl.len().cast(pl.UInt64).alias("trade_count"),
-    )
-    # Sums in numpy, bar by bar (pairwise within a bar): a bar's sum depends on its
-    # trades alone, not on where its rows sit, so a session of many symbols sums each
-    # bar exactly as the symbol's own series does. Nulls count as 0, as in polars.
-    starts = np.zeros(bars.height, dtype=np.intp)
-    np.cumsum(bars["trade_count"].to_numpy()[:-1], out=starts[1:])
+    runs = _Runs(frame, keys)
+    head = frame.select(*keys, *firsts, "ts", "price")[runs.starts]
+    tail = frame.select("ts", "price")[runs.lasts]
+    high, low = _extremes(frame["price"], runs)
+    # Sums bar by bar (pairwise within a bar): a bar's sum depends on its trades alone,
+    # not on where its rows sit, so a session of many symbols sums each bar exactly as
+    # the symbol's own series does. Nulls count as 0, as in polars.
     signed = pl.col("side") * pl.col("size") if "side" in frame.columns else pl.lit(0.0)
     sums = {
         "volume": pl.col("size"),
@@ -141,21 +186,23 @@ def _aggregate(trades: pl.DataFrame, bar: pl.Expr, by: str | None, *extra: pl.Ex
         "signed_volume": signed,
     }
     values = frame.select(*(e.cast(pl.Float64).fill_null(0.0).alias(n) for n, e in sums.items()))
-    per_bar = {
-        name: np.add.reduceat(values[name].to_numpy(), starts)
-        if bars.height
-        else np.empty(0, dtype=np.float64)
-        for name in sums
-    }
-    return (
-        bars.with_columns(pl.Series(name, data, pl.Float64) for name, data in per_bar.items())
-        .with_columns(
-            pl.when(pl.col("volume") > 0)
-            .then(pl.col("dollar_volume") / pl.col("volume"))
-            .otherwise(None)
-            .alias("vwap")
-        )
-        .drop("_run")
+    return pl.DataFrame(
+        [
+            *head.drop("ts", "price"),
+            head["ts"].alias("ts_first"),
+            tail["ts"].alias("ts_last"),
+            head["price"].alias("open"),
+            high,
+            low,
+            tail["price"].alias("close"),
+            pl.Series("trade_count", runs.lengths.astype(np.uint64)),
+            *(pl.Series(n, runs.reduce(np.add, values[n].to_numpy())) for n in sums),
+        ]
+    ).with_columns(
+        pl.when(pl.col("volume") > 0)
+        .then(pl.col("dollar_volume") / pl.col("volume"))
+        .otherwise(None)
+        .alias("vwap")
     )
 
 
@@ -199,9 +246,7 @@ def _threshold_frame(
         _per_series(pl.col("_cum").last(), by).alias("_total")
     )
     before = _per_series(pl.col("_cum").shift(1, fill_value=0.0), by)
-    bars = _aggregate(
-        trades, (before / threshold).floor().cast(pl.Int64), by, pl.col("_total").first()
-    )
+    bars = _aggregate(trades, (before / threshold).floor().cast(pl.Int64), by, ("_total",))
     if not keep_partial and bars.height:
         # A series' last bar that has not reached its threshold is not closed yet.
         last = (
