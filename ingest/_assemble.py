@@ -17,13 +17,20 @@ from ticktensor.ingest._feature_engine import FeatureArrays, SymbolFeatures
 from ticktensor.ingest._feature_rows import CLOCK_INPUTS
 from ticktensor.ingest._merge import Merged, StagedSession
 from ticktensor.ingest._staging import Staging
-from ticktensor.ingest._stored import Merge, StoredSession, merge_events, merge_features
+from ticktensor.ingest._stored import (
+    Merge,
+    StoredFeatures,
+    StoredSession,
+    merge_events,
+    merge_features,
+)
 from ticktensor.schemas import REFERENCE_KINDS, EventKind, FeatureSpec
 from ticktensor.store import (
     ALL_SYMBOLS,
     Layout,
     PackData,
     PackRecord,
+    PackWriter,
     SourceFile,
     Store,
     TableEncoder,
@@ -69,23 +76,41 @@ class AssembleTask:
     block_rows: int = BLOCK_ROWS
 
 
+STATS_GROUP_ROWS = 1 << 16
+"""Rows a :class:`StatsPartial` sums at once (see there)."""
+
+
 @dataclass
 class StatsPartial:
-    """Mergeable float64 sums for per-feature mean/std over the training period."""
+    """Mergeable float64 sums for per-feature mean/std over the training period.
+
+    Rows are summed in groups of :data:`STATS_GROUP_ROWS` in the order they are added,
+    the group sums one after the other: a session's rows give the same sums whether
+    they come at once or a block at a time (a rerun of a job stores the same stats).
+    """
 
     count: int = 0
     total: npt.NDArray[np.float64] | None = None
     total_sq: npt.NDArray[np.float64] | None = None
+    _waiting: list[npt.NDArray[np.float32]] = field(default_factory=list, repr=False)
+    _waiting_rows: int = 0
 
     def add(self, values: npt.NDArray[np.float32]) -> None:
-        v = values.astype(np.float64)
-        v = np.where(np.isfinite(v), v, 0.0)
-        s, sq = v.sum(axis=0), (v * v).sum(axis=0)
-        self.total = s if self.total is None else self.total + s
-        self.total_sq = sq if self.total_sq is None else self.total_sq + sq
+        self._waiting.append(values)
+        self._waiting_rows += values.shape[0]
         self.count += values.shape[0]
+        if self._waiting_rows >= STATS_GROUP_ROWS:
+            rows = np.concatenate(self._waiting)
+            whole = rows.shape[0] - rows.shape[0] % STATS_GROUP_ROWS
+            for lo in range(0, whole, STATS_GROUP_ROWS):
+                self._sum(rows[lo : lo + STATS_GROUP_ROWS])
+            self._waiting = [rows[whole:]] if whole < rows.shape[0] else []
+            self._waiting_rows = rows.shape[0] - whole
 
     def merge(self, other: StatsPartial) -> None:
+        """Add ``other``'s sums (its rows after this one's)."""
+        self._flush()
+        other._flush()
         if other.total is not None and other.total_sq is not None:
             self.total = other.total if self.total is None else self.total + other.total
             self.total_sq = (
@@ -94,11 +119,25 @@ class StatsPartial:
             self.count += other.count
 
     def mean_std(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        self._flush()
         if self.total is None or self.total_sq is None or self.count == 0:
             raise ValueError("no rows fell in the statistics period")
         mean = self.total / self.count
         var = np.maximum(self.total_sq / self.count - mean * mean, 0.0)
         return mean, np.sqrt(var)
+
+    def _flush(self) -> None:
+        """Sum the rows short of a group (no more rows come)."""
+        if self._waiting_rows:
+            self._sum(np.concatenate(self._waiting))
+        self._waiting, self._waiting_rows = [], 0
+
+    def _sum(self, values: npt.NDArray[np.float32]) -> None:
+        v = values.astype(np.float64)
+        v = np.where(np.isfinite(v), v, 0.0)
+        s, sq = v.sum(axis=0), (v * v).sum(axis=0)
+        self.total = s if self.total is None else self.total + s
+        self.total_sq = sq if self.total_sq is None else self.total_sq + sq
 
 
 @dataclass
@@ -163,9 +202,11 @@ def assemble(task: AssembleTask) -> AssembleResult:
     The session is merged and its features computed a block of symbols at a time
     (about ``task.block_rows`` rows, see :class:`StagedSession`), on ``task.threads``
     threads; each symbol's features depend on its own rows only, so the blocks change
-    nothing in the result. The tables are encoded (Parquet, zstd) while the pack is
-    written, and while the features are joined too when nothing stored can refuse the
-    session.
+    nothing in the result. When the store holds no rows of a kind in the session, its
+    table is encoded (Parquet, zstd) a block at a time as the blocks are merged; when it
+    holds no feature rows of the session, the pack's chunks are encoded and hashed a
+    block at a time as their features are computed. Either is written only once nothing
+    can refuse the session.
     """
     store = Store.open(task.store_url)
     base = store.version(task.base_version)
@@ -177,7 +218,11 @@ def assemble(task: AssembleTask) -> AssembleResult:
     computes = task.spec is not None and bool(market)
     with (
         _pool(task.threads, "ticktensor-session") as pool,
-        _pool(task.threads, "ticktensor-tables") as writer,
+        # Besides the task's threads, one per table and one for the pack: they mostly
+        # wait for the blocks.
+        _pool(
+            task.threads + len(kinds) + 1 if task.threads > 1 else 1, "ticktensor-tables"
+        ) as writer,
     ):
         held = {k: _run(pool, stored.events, version=base, kind=k) for k in kinds}
         held_features = _run(pool, stored.features, version=base) if computes else None
@@ -196,7 +241,17 @@ def assemble(task: AssembleTask) -> AssembleResult:
             return _Block.of(merged, _block_features(task.spec, {k: merged[k] for k in market}))
 
         computing = [_run(pool, block, number=b) for b in range(len(session.blocks))]
+        # The tables and the pack take the blocks' rows as they come (on ``writer``).
         encoding = {k: _run(writer, _encode, rows=rows, kind=k, held=held[k]) for k in kinds}
+        packing = None
+        if computes and task.spec is not None and held_features is not None:
+            pack = store.pack_writer(
+                session=task.session,
+                feature_names=task.spec.features,
+                label_names=task.spec.label_names,
+                layout=task.layout,
+            )
+            packing = _run(writer, _append_blocks, pack=pack, blocks=computing, held=held_features)
         merged = [r.result() for r in rows]
         events: dict[EventKind, Merge[pa.Table]] = {}
         files: dict[EventKind, list[SourceFile]] = {}  # the input files of each kind
@@ -226,8 +281,10 @@ def assemble(task: AssembleTask) -> AssembleResult:
             written = _write_tables(writer, task, store, stored, events, encoding, files, out)
         blocks = [c.result() for c in computing]
         features = None
+        pack = packing.result() if packing is not None else None
         if task.spec is not None and market:
-            job = _features(task, task.spec, market, blocks, out)
+            rows_of = _notes(task, task.spec, market, blocks, out)
+            job = _joined(blocks, rows_of) if pack is None else None
             if job is not None and held_features is not None:
                 names = (task.spec.features, task.spec.label_names)
                 features = merge_features(job, names, held_features.result())
@@ -236,8 +293,14 @@ def assemble(task: AssembleTask) -> AssembleResult:
             return out  # the job refuses the session: nothing of it is written
         if not early:
             written = _write_tables(writer, task, store, stored, events, encoding, files, out)
-        if features is not None and task.spec is not None:
-            sources = [task.sources[u] for u in sorted(out.stored)]
+        sources = [task.sources[u] for u in sorted(out.stored)]
+        if pack is not None and pack.rows and task.spec is not None:
+            out.pack = pack.finish(_provenance(sources, ()))
+            out.series = len(pack.symbols)
+            for b in blocks:
+                if b.features is not None:
+                    _add_stats(task.spec, b.features.features.ts, b.features.features.values, out)
+        elif features is not None and task.spec is not None:
             _pack(task, task.spec, store, stored, features, sources, out)
         out.tables = [w.result() for w in written]
     return out
@@ -272,7 +335,9 @@ def _write_tables(
                 _run(pool, store.write_encoded_table, **where, encoder=encoder, sources=sources)
             )
         else:
-            written.append(_run(pool, store.write_table, **where, table=merge.rows, sources=sources))
+            written.append(
+                _run(pool, store.write_table, **where, table=merge.rows, sources=sources)
+            )
     return written
 
 
@@ -324,11 +389,46 @@ def _pack(
             sources=_provenance(sources, kept),
         )
     out.series = len(rows.symbols)
+    _add_stats(spec, rows.ts, rows.values, out)
+
+
+def _add_stats(
+    spec: FeatureSpec,
+    ts: npt.NDArray[np.int64],
+    values: npt.NDArray[np.float32],
+    out: AssembleResult,
+) -> None:
+    """Add the rows of the spec's stats period to the session's statistics."""
     if spec.stats_period is not None:
         start, end = spec.stats_period
-        inside = (rows.ts >= start) & (rows.ts < end)
+        inside = (ts >= start) & (ts < end)
         if inside.any():
-            out.stats.add(rows.values[inside])
+            out.stats.add(values[inside])
+
+
+def _append_blocks(
+    pack: PackWriter, blocks: list[Future[_Block]], held: Future[StoredFeatures | None]
+) -> PackWriter | None:
+    """The session's pack with each block's feature rows appended as the block is
+    computed; None when the store holds feature rows of the session (the pack's rows are
+    then known only once they are merged with the job's)."""
+    if held.result() is not None:
+        return None
+    for block in blocks:
+        computed = block.result().features
+        if computed is None:
+            continue
+        counts = np.diff(computed.offsets)
+        with_rows = np.flatnonzero(counts)
+        if with_rows.size:
+            pack.append(
+                [computed.symbols[i] for i in with_rows.tolist()],
+                np.concatenate([[0], np.cumsum(counts[with_rows])]),
+                computed.features.ts,
+                computed.features.values,
+                computed.features.labels,
+            )
+    return pack
 
 
 def _provenance(job: list[SourceFile], kept: tuple[SourceFile, ...]) -> list[SourceFile]:
@@ -376,15 +476,15 @@ def _done(result: R) -> Future[R]:
     return done
 
 
-def _features(
+def _notes(
     task: AssembleTask,
     spec: FeatureSpec,
     market: list[EventKind],
     blocks: list[_Block],
     out: AssembleResult,
-) -> PackData | None:
-    """The job's feature rows of the session, of the symbols with any, and the notes
-    per symbol; None when no symbol has feature rows."""
+) -> Counter[str]:
+    """The notes per symbol of the session's features (to ``out``) and each symbol's
+    feature rows."""
     clock, clock_kind = spec.clock, CLOCK_INPUTS[spec.clock][0]
     present = {k: {s for b in blocks for s in b.merged[k].present} for k in market}
     notes: list[tuple[str, str]] = []  # (symbol, note): listed by symbol, as the report is
@@ -392,7 +492,6 @@ def _features(
     for symbol in set().union(*present.values()) - on_clock:
         needs = f"the {clock} clock needs {clock_kind.value} events"
         notes.append((symbol, f"{symbol}/{task.session}: events stored, no features ({needs})"))
-    computed = [b.features for b in blocks if b.features is not None]
     rows: Counter[str] = Counter()
     infinite: Counter[str] = Counter()
     for b in blocks:
@@ -407,6 +506,13 @@ def _features(
         beyond = f"{inf} feature or label value(s) beyond float32's range stored as +/-inf"
         notes.append((symbol, f"{symbol}/{task.session}: {beyond}"))
     out.notes = [n for _, n in sorted(notes)]
+    return rows
+
+
+def _joined(blocks: list[_Block], rows: Counter[str]) -> PackData | None:
+    """The job's feature rows of the session, of the symbols with any; None when no
+    symbol has feature rows."""
+    computed = [b.features for b in blocks if b.features is not None]
     if not computed or sum(rows.values()) == 0:
         return None
     # Blocks are ranges of the sorted symbols: their rows, one after the other, are
@@ -415,13 +521,13 @@ def _features(
     return PackData(
         symbols,
         np.concatenate([[0], np.cumsum([rows[s] for s in symbols])]).astype(np.int64),
-        _joined([p.features.ts for p in computed]),
-        _joined([p.features.values for p in computed]),
-        _joined([p.features.labels for p in computed]),
+        _concatenated([p.features.ts for p in computed]),
+        _concatenated([p.features.values for p in computed]),
+        _concatenated([p.features.labels for p in computed]),
     )
 
 
-def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+def _concatenated(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
     """The blocks' arrays one after the other; the array itself when there is one."""
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 

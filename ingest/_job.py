@@ -602,7 +602,7 @@ def _stats(
         return None
     start, end = spec.stats_period
     total = StatsPartial()
-    for r in results:
+    for r in sorted(results, key=lambda r: r.session):  # not in the order tasks finished
         total.merge(r.stats)
     new = {p.session for p in packs}  # the job's packs take the place of what these held
     current = store.version()

@@ -25,6 +25,7 @@ from ._manifest import (
 )
 from ._migrate import MigrateReport, SessionMigration, migrate
 from ._object_errors import object_store_error
+from ._pack_writer import PackWriter
 from ._packs import PackData, PackIndex
 from ._query import duckdb_relation, table_dataset, table_files
 from ._reference import definitions_asof
@@ -50,6 +51,7 @@ __all__ = [
     "PackData",
     "PackIndex",
     "PackRecord",
+    "PackWriter",
     "RepairReport",
     "SegmentArrays",
     "SegmentData",

@@ -16,8 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,38 +24,32 @@ import numpy as np
 import numpy.typing as npt
 import zarr
 
-from ticktensor.errors import SchemaError, StoreCorruptError
+from ticktensor.errors import FormatVersionError, SchemaError, StoreCorruptError
 
 from ._chunk_map import ChunkMap, StoredChunk, codec_of
 from ._guard import GuardedPackStore
-from ._layout import Codec, Layout
+from ._layout import Layout
 from ._location import Location, safe_component
-from ._manifest import FileEntry, PackRecord, SourceFile, sha256_hex
+from ._manifest import FileEntry, PackRecord, sha256_hex
 from ._segments import check_rows
-from ._zarr_write import (
-    Buffer,
-    array_files,
-    encode_chunks,
-    group_file,
-    shard_objects,
-    sharding_document,
-)
+from ._zarr_write import padded_chunk
 
 __all__ = [
     "PACK_FORMAT_VERSION",
     "SHARD_BYTES",
     "PackData",
     "PackIndex",
+    "content_hash_of_chunks",
     "open_pack",
     "pack_chunk_map",
     "pack_content_hash",
+    "raw_chunk_digests",
     "read_pack_index",
     "recorded_chunk_hashes",
-    "write_pack",
 ]
 
 #: Format of a pack's Zarr group; part of its content hash.
-PACK_FORMAT_VERSION: Final = 1
+PACK_FORMAT_VERSION: Final = 2
 #: Decoded bytes of ``values`` per shard, at most (a shard is one object).
 SHARD_BYTES: Final = 256 << 20
 #: The arrays whose inner chunks ``chunk_sha256`` hashes, in its order.
@@ -77,6 +70,8 @@ class PackIndex:
     offsets: Int64s
     chunk_rows: int
     shard_rows: int
+    #: The pack format the pack was written in (it decides how its content hash is made).
+    format_version: int = PACK_FORMAT_VERSION
 
     def rows_of(self, symbol: str) -> tuple[int, int]:
         """Rows ``[lo, hi)`` of ``symbol``; ``KeyError`` when the pack does not hold it."""
@@ -156,181 +151,102 @@ def pack_content_hash(
     feature_names: Sequence[str],
     label_names: Sequence[str],
     layout: Layout,
+    format_version: int = PACK_FORMAT_VERSION,
 ) -> str:
-    """Hash of a pack's logical content and layout: equal inputs give equal packs."""
-    header = {
+    """Hash of a pack's logical content and layout from its arrays, as a pack of
+    ``format_version`` names itself: equal inputs give equal packs.
+
+    Format 2 hashes the raw bytes of each inner chunk (see :func:`content_hash_of_chunks`);
+    format 1 hashed the arrays whole, after the header.
+    """
+    header = _header(session, symbols, feature_names, label_names, layout, int(ts.shape[0]))
+    arrays = [ts, values, *([labels] if label_names and labels is not None else [])]
+    if format_version == 1:
+        h = hashlib.sha256(json.dumps({**header, "format_version": 1}, sort_keys=True).encode())
+        for part in (offsets, *arrays):
+            h.update(np.ascontiguousarray(part).data)
+        return h.hexdigest()
+    chunk_rows = min(layout.chunk_rows, int(ts.shape[0]))
+    return content_hash_of_chunks(
+        session,
+        symbols,
+        offsets,
+        int(ts.shape[0]),
+        [raw_chunk_digests(a, chunk_rows) for a in arrays],
+        feature_names,
+        label_names,
+        layout,
+    )
+
+
+def content_hash_of_chunks(
+    session: str,
+    symbols: Sequence[str],
+    offsets: Int64s,
+    rows: int,
+    chunk_digests: Sequence[Sequence[bytes]],
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+    layout: Layout,
+) -> str:
+    """The content hash of a pack (format 2) from the sha256 of each inner chunk's raw
+    bytes (:func:`raw_chunk_digests`) of ``ts``, ``values`` and ``labels``.
+
+    ``sha256`` over the JSON header, the bytes of ``offsets`` (int64), then every
+    array's chunk digests in order: it needs no pass over the rows beyond the one that
+    hashes each chunk as it is stored.
+    """
+    header = _header(session, symbols, feature_names, label_names, layout, rows)
+    h = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+    h.update(np.ascontiguousarray(offsets, dtype="<i8").data)
+    for digests in chunk_digests:
+        h.update(b"".join(digests))
+    return h.hexdigest()
+
+
+def raw_chunk_digests(data: npt.NDArray[Any], chunk_rows: int) -> list[bytes]:
+    """The sha256 of each ``chunk_rows``-row chunk of ``data`` as raw little-endian bytes,
+    the last one padded to full size with the fill value (NaN; 0 for integers)."""
+    little = np.ascontiguousarray(data).astype(data.dtype.newbyteorder("<"), copy=False)
+    digests = []
+    for lo in range(0, little.shape[0], chunk_rows):
+        chunk = padded_chunk(little[lo : lo + chunk_rows], chunk_rows)
+        digests.append(hashlib.sha256(chunk.data.cast("B")).digest())
+    return digests
+
+
+def _header(
+    session: str,
+    symbols: Sequence[str],
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+    layout: Layout,
+    rows: int,
+) -> dict[str, Any]:
+    return {
         "format_version": PACK_FORMAT_VERSION,
         "session": session,
         "symbols": list(symbols),
         "feature_names": list(feature_names),
         "label_names": list(label_names),
         "layout": layout.to_dict(),
-        "rows": int(ts.shape[0]),
+        "rows": rows,
     }
-    h = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
-    for part in (offsets, ts, values, labels if label_names else None):
-        if part is not None:
-            h.update(np.ascontiguousarray(part).data)
-    return h.hexdigest()
 
 
 def pack_path(session: str, content_hash: str) -> str:
     return f"packs/{safe_component(session)}-{content_hash[:16]}"
 
 
+def chunks_per_shard(columns: int, chunk_rows: int) -> int:
+    """Inner chunks per shard: as many as :data:`SHARD_BYTES` of values hold."""
+    return max(1, SHARD_BYTES // max(1, columns * 4 * chunk_rows))
+
+
 def shard_rows_for(rows: int, columns: int, chunk_rows: int) -> int:
     """Rows per shard: every row in one shard, up to :data:`SHARD_BYTES` of values."""
-    per_shard = max(1, SHARD_BYTES // max(1, columns * 4 * chunk_rows))
+    per_shard = chunks_per_shard(columns, chunk_rows)
     return chunk_rows * min(per_shard, max(1, math.ceil(rows / chunk_rows)))
-
-
-def write_pack(
-    location: Location,
-    *,
-    session: str,
-    symbols: Sequence[str],
-    offsets: Int64s,
-    ts: Int64s,
-    values: Floats,
-    labels: Floats | None,
-    feature_names: Sequence[str],
-    label_names: Sequence[str],
-    layout: Layout,
-    sources: Sequence[SourceFile] = (),
-    published: Callable[[str], PackRecord | None] | None = None,
-) -> PackRecord:
-    """Write one pack and return its record (not yet part of any version).
-
-    ``published(path)`` returns the latest version's record at the pack's path, if any:
-    then nothing is written and it is returned (idempotent reruns). A folder already at
-    the path (an older version's pack of the same content, or an interrupted write's
-    leftover) is never removed: files with these bytes are kept, missing ones written,
-    and a file with other bytes is an error (see
-    :meth:`Location.write_content_addressed`).
-
-    Every stored byte is hashed twice (each inner chunk, each object) and the inputs
-    once (the content hash, which names the pack): on a pool, while this thread encodes
-    and writes.
-    """
-    offsets = np.asarray(offsets, dtype=np.int64)
-    check_pack_inputs(session, symbols, offsets, ts, values, labels, feature_names, label_names)
-    n = int(ts.shape[0])
-    chunk_rows = min(layout.chunk_rows, n)
-    shard_rows = shard_rows_for(n, len(feature_names), chunk_rows)
-    arrays: list[tuple[str, npt.NDArray[Any], list[str], dict[str, Any] | None]] = [
-        ("ts", np.ascontiguousarray(ts), ["time"], None),
-        (
-            "values",
-            np.ascontiguousarray(values),
-            ["time", "feature"],
-            {"feature_names": list(feature_names)},
-        ),
-    ]
-    if label_names and labels is not None:
-        arrays.append(
-            (
-                "labels",
-                np.ascontiguousarray(labels),
-                ["time", "label"],
-                {"label_names": list(label_names)},
-            )
-        )
-    written: list[tuple[str, Future[str], int]] = []
-    with ThreadPoolExecutor(thread_name_prefix="ticktensor-pack") as pool:
-        named = pool.submit(
-            pack_content_hash,
-            session,
-            symbols,
-            offsets,
-            ts,
-            values,
-            labels,
-            feature_names,
-            label_names,
-            layout,
-        )
-        encoded = [encode_chunks(data, chunk_rows, layout, pool) for _, data, _, _ in arrays]
-        per_chunk = [[pool.submit(_sha256_digest, b) for b in enc] for enc in encoded]
-        content_hash = named.result()
-        rel = pack_path(session, content_hash)
-        found = None if published is None else published(rel)
-        if found is not None:
-            for futures in per_chunk:
-                for future in futures:
-                    future.cancel()
-            return found
-        existed = location.exists(rel)  # an older version's, or an interrupted write's
-
-        def put(key: str, parts: Sequence[Buffer]) -> None:
-            # Writing and hashing both release the GIL: the pool hashes each object while
-            # this thread writes it (into a folder that existed, once the hash is known).
-            digest = pool.submit(_sha256_hex_of, parts)
-            if existed:
-                location.write_content_addressed(
-                    f"{rel}/{key}", parts, digest.result(), exists=True
-                )
-            else:
-                location.write_atomic(f"{rel}/{key}", parts, durable=False)  # flushed at commit
-            written.append((key, digest, sum(len(p) for p in parts)))
-
-        for (name, data, dims, attributes), enc in zip(arrays, encoded, strict=True):
-            doc = sharding_document(
-                data, chunk_rows, shard_rows, layout, dimension_names=dims, attributes=attributes
-            )
-            put(f"{name}/zarr.json", [doc])
-            for key, parts in shard_objects(enc, shard_rows // chunk_rows, data.ndim):
-                put(f"{name}/{key}", parts)
-        digests = b"".join(f.result() for futures in per_chunk for f in futures)
-        hashes = np.frombuffer(digests, dtype=np.uint8).reshape(len(arrays), -1, 32)
-        for key, blob in array_files(
-            hashes,
-            len(arrays),
-            Layout(codec=Codec.NONE),
-            dimension_names=["array", "chunk", "byte"],
-            attributes={"arrays": [a[0] for a in arrays]},
-        ):
-            put(f"chunk_sha256/{key}", [blob])
-        attrs = {
-            "ticktensor": {
-                "kind": "pack",
-                "format_version": PACK_FORMAT_VERSION,
-                "session": session,
-                "feature_names": list(feature_names),
-                "label_names": list(label_names),
-                "content_hash": content_hash,
-                "chunk_rows": chunk_rows,
-                "shard_rows": shard_rows,
-                "symbols": list(symbols),
-                "offsets": offsets.tolist(),
-            }
-        }
-        put("zarr.json", [group_file(attrs)])
-    files = {key: FileEntry(digest.result(), size) for key, digest, size in written}
-    return PackRecord(
-        session=session,
-        path=rel,
-        rows=n,
-        symbols=len(symbols),
-        ts_start=int(ts.min()),
-        ts_end=int(ts.max()),
-        layout=layout.to_dict(),
-        content_hash=content_hash,
-        files=files,
-        feature_names=tuple(feature_names),
-        label_names=tuple(label_names),
-        sources=tuple(sources),
-    )
-
-
-def _sha256_digest(data: Buffer) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def _sha256_hex_of(parts: Sequence[Buffer]) -> str:
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part)
-    return digest.hexdigest()
 
 
 def _checked_read(location: Location, record: PackRecord, key: str) -> bytes:
@@ -361,6 +277,7 @@ def read_pack_index(location: Location, record: PackRecord) -> PackIndex:
         symbols = tuple(str(s) for s in attrs["symbols"])
         offsets = np.asarray(attrs["offsets"], dtype=np.int64)
         chunk_rows, shard_rows = int(attrs["chunk_rows"]), int(attrs["shard_rows"])
+        format_version = int(attrs["format_version"])
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise StoreCorruptError(f"{where}: pack attributes malformed ({exc!r:.200})") from None
     if (
@@ -377,7 +294,12 @@ def read_pack_index(location: Location, record: PackRecord) -> PackIndex:
             f"{where}: offsets index does not describe the record's {record.rows} rows of "
             f"{record.symbols} symbols"
         )
-    return PackIndex(record, symbols, offsets, chunk_rows, shard_rows)
+    if format_version not in (1, PACK_FORMAT_VERSION):
+        raise FormatVersionError(
+            f"{where}: pack format_version {format_version} is not one this ticktensor "
+            f"reads (1..{PACK_FORMAT_VERSION}); upgrade ticktensor"
+        )
+    return PackIndex(record, symbols, offsets, chunk_rows, shard_rows, format_version)
 
 
 def _inner_codec(meta: dict[str, Any]) -> str:

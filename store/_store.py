@@ -40,7 +40,8 @@ from ._manifest import (
     load_json,
     sha256_hex,
 )
-from ._packs import read_pack_index, write_pack
+from ._pack_writer import PackWriter
+from ._packs import read_pack_index
 from ._repair import RepairReport
 from ._repair import repair as repair_store
 from ._segments import segment_content_hash, segment_path, write_segment
@@ -343,19 +344,29 @@ class Store:
         Correcting one symbol's day means writing the session's pack again and
         committing it with ``replace=True`` (copy-on-write; docs/store-format.md).
         """
+        writer = self.pack_writer(
+            session=session, feature_names=feature_names, label_names=label_names, layout=layout
+        )
+        writer.append(symbols, offsets, ts, values, labels)
+        return writer.finish(sources)
+
+    def pack_writer(
+        self,
+        *,
+        session: str,
+        feature_names: Sequence[str],
+        label_names: Sequence[str] = (),
+        layout: Layout | None = None,
+    ) -> PackWriter:
+        """A writer of the session's pack taking its rows a block of symbols at a time
+        (see :class:`PackWriter`): :meth:`write_pack` for rows that come in blocks."""
         published = self._latest().packs.get((session,))
-        return write_pack(
+        return PackWriter(
             self._location,
             session=session,
-            symbols=symbols,
-            offsets=np.asarray(offsets, dtype=np.int64),
-            ts=ts,
-            values=values,
-            labels=labels,
             feature_names=feature_names,
             label_names=label_names,
             layout=layout or self._layout,
-            sources=sources,
             published=lambda path: published if published and published.path == path else None,
         )
 

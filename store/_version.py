@@ -181,6 +181,7 @@ class StoreVersion:
                 record.feature_names,
                 record.label_names,
                 layout,
+                index.format_version,
             )
             if again != record.content_hash:
                 raise StoreCorruptError(

@@ -11,7 +11,7 @@ reader and a rerun reproduces the same file hashes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -77,7 +77,6 @@ def array_files(
     zarr-python does not write it either (0 for integers, NaN for floats)."""
     data = np.ascontiguousarray(data)
     floating = data.dtype.kind == "f"
-    fill: Any = np.nan if floating else 0
     codecs, compressor = _codecs(layout, data.dtype.itemsize)
     chunk_shape = [chunk_rows, *data.shape[1:]]
     yield (
@@ -101,15 +100,22 @@ def array_files(
     little = data.astype(data.dtype.newbyteorder("<"), copy=False)
     suffix = "/0" * (data.ndim - 1)
     for index, lo in enumerate(range(0, data.shape[0], chunk_rows)):
-        chunk = little[lo : lo + chunk_rows]
-        if chunk.shape[0] < chunk_rows:
-            padded = np.full((chunk_rows, *data.shape[1:]), fill, dtype=little.dtype)
-            padded[: chunk.shape[0]] = chunk
-            chunk = padded
+        chunk = padded_chunk(little[lo : lo + chunk_rows], chunk_rows)
         if np.isnan(chunk).all() if floating else not chunk.any():
             continue
         raw = chunk.tobytes()
         yield f"c/{index}{suffix}", raw if compressor is None else bytes(compressor.encode(raw))
+
+
+def padded_chunk(rows: npt.NDArray[Any], chunk_rows: int) -> npt.NDArray[Any]:
+    """``rows`` as a chunk of ``chunk_rows`` rows: padded with the fill value (NaN; 0 for
+    integers) when short, as Zarr stores an array's partial last chunk."""
+    if rows.shape[0] == chunk_rows:
+        return rows
+    fill: Any = np.nan if rows.dtype.kind == "f" else 0
+    padded = np.full((chunk_rows, *rows.shape[1:]), fill, dtype=rows.dtype)
+    padded[: rows.shape[0]] = rows
+    return padded
 
 
 #: An index entry of a sharded array's inner chunk that was not written.
@@ -117,7 +123,8 @@ _ABSENT: Final = (1 << 64) - 1
 
 
 def sharding_document(
-    data: npt.NDArray[Any],
+    shape: Sequence[int],
+    dtype: np.dtype[Any],
     chunk_rows: int,
     shard_rows: int,
     layout: Layout,
@@ -125,20 +132,21 @@ def sharding_document(
     dimension_names: Sequence[str],
     attributes: dict[str, Any] | None = None,
 ) -> bytes:
-    """The ``zarr.json`` of ``data`` stored with the core ``sharding_indexed`` codec.
+    """The ``zarr.json`` of an array of ``shape`` and ``dtype`` stored with the core
+    ``sharding_indexed`` codec.
 
     Shards of ``shard_rows`` rows (each one object) hold inner chunks of ``chunk_rows``
     rows encoded with the layout's codec, and end with an index of ``(offset, nbytes)``
     little-endian ``uint64`` pairs, one per inner chunk (no checksum: every inner
     chunk's sha256 is recorded by the pack).
     """
-    floating = data.dtype.kind == "f"
-    codecs, _ = _codecs(layout, data.dtype.itemsize)
-    tail = list(data.shape[1:])
+    floating = dtype.kind == "f"
+    codecs, _ = _codecs(layout, dtype.itemsize)
+    tail = list(shape[1:])
     return _document(
         {
-            "shape": list(data.shape),
-            "data_type": data.dtype.name,
+            "shape": list(shape),
+            "data_type": dtype.name,
             "chunk_grid": {
                 "name": "regular",
                 "configuration": {"chunk_shape": [shard_rows, *tail]},
@@ -165,32 +173,14 @@ def sharding_document(
     )
 
 
-def encode_chunks(
-    data: npt.NDArray[Any], chunk_rows: int, layout: Layout, pool: Any = None
-) -> list[Buffer]:
-    """Every ``chunk_rows``-row chunk of ``data`` encoded with the layout's codec, the last
-    one padded to full size with the fill value; ``pool`` (an executor) encodes them in
-    parallel (the codecs release the GIL). Uncompressed full chunks are views of
-    ``data`` (no copy): keep ``data`` unchanged while they are in use."""
-    data = np.ascontiguousarray(data)
-    little = data.astype(data.dtype.newbyteorder("<"), copy=False)
-    fill: Any = np.nan if data.dtype.kind == "f" else 0
-    _, compressor = _codecs(layout, data.dtype.itemsize)
-
-    def encode(lo: int) -> Buffer:
-        chunk = little[lo : lo + chunk_rows]
-        if chunk.shape[0] < chunk_rows:
-            padded = np.full((chunk_rows, *data.shape[1:]), fill, dtype=little.dtype)
-            padded[: chunk.shape[0]] = chunk
-            chunk = padded
-        if compressor is None:
-            return chunk.data.cast("B")  # one flat byte view of the rows: len() is its size
-        return bytes(compressor.encode(chunk.tobytes()))
-
-    starts = range(0, data.shape[0], chunk_rows)
-    if compressor is None or pool is None:
-        return list(map(encode, starts))
-    return list(pool.map(encode, starts))
+def chunk_codec(layout: Layout, itemsize: int) -> Callable[[npt.NDArray[Any]], Buffer]:
+    """The layout's encoding of one inner chunk (a C-contiguous little-endian array of
+    ``itemsize``-byte items) into its stored bytes; with no compressor, a flat byte view
+    of the chunk (no copy: keep the rows unchanged while it is in use)."""
+    _, compressor = _codecs(layout, itemsize)
+    if compressor is None:
+        return lambda chunk: chunk.data.cast("B")
+    return lambda chunk: bytes(compressor.encode(chunk.tobytes()))
 
 
 def shard_objects(

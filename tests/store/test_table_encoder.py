@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,7 @@ def _whole(table: pa.Table, row_group_rows: int) -> bytes:
 def _in_parts(table: pa.Table, cuts: list[int], row_group_rows: int) -> TableEncoder:
     encoder = TableEncoder(row_group_rows)
     bounds = [0, *sorted(min(c, table.num_rows) for c in cuts), table.num_rows]
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+    for lo, hi in itertools.pairwise(bounds):
         encoder.append(table.slice(lo, hi - lo))
     return encoder
 
@@ -107,4 +108,5 @@ def test_the_store_writes_an_encoded_table_as_it_writes_the_table(tmp_path: Path
         kind="trades", symbol=ALL_SYMBOLS, session="2024-01-02", encoder=encoder
     )
     assert parts == whole
-    assert (tmp_path / "two" / parts.path).read_bytes() == (tmp_path / "one" / whole.path).read_bytes()
+    written = (tmp_path / "two" / parts.path).read_bytes()
+    assert written == (tmp_path / "one" / whole.path).read_bytes()

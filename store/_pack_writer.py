@@ -1,0 +1,345 @@
+"""Writing a pack: a session's rows appended a block of symbols at a time, stored at the end.
+
+A session's features are computed a block of symbols at a time. :class:`PackWriter`
+takes each block as it comes: it cuts the rows into inner chunks, encodes them and
+hashes them (each chunk's stored bytes, the running hash of the shard object it goes
+to, and the chunk's raw bytes for the content hash), so that once the last block has
+come only the small objects are left to hash and the objects to write. Nothing is
+written before :meth:`PackWriter.finish`: the folder is named by the content hash, which
+needs every row. :func:`write_pack` is the same writer given every row at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ticktensor.errors import SchemaError
+
+from ._layout import Codec, Layout
+from ._location import Location
+from ._manifest import FileEntry, PackRecord, SourceFile, sha256_hex
+from ._packs import (
+    PACK_FORMAT_VERSION,
+    Floats,
+    Int64s,
+    check_pack_inputs,
+    chunks_per_shard,
+    content_hash_of_chunks,
+    pack_path,
+    shard_rows_for,
+)
+from ._zarr_write import (
+    Buffer,
+    array_files,
+    chunk_codec,
+    group_file,
+    padded_chunk,
+    shard_objects,
+    sharding_document,
+)
+
+__all__ = ["PackWriter", "write_pack"]
+
+_DIMENSIONS: Final = {"ts": ["time"], "values": ["time", "feature"], "labels": ["time", "label"]}
+
+
+class _Chunks:
+    """One array of a pack cut into inner chunks of ``chunk_rows`` rows as its rows come.
+
+    Each full chunk is encoded and hashed when its last row comes: its stored bytes
+    (``digests``), its raw little-endian bytes (``raw_digests``, for the content hash;
+    the same hash when the codec stores raw bytes), and the running hash of its shard's
+    object (``per_shard`` chunks each). Rows short of a chunk wait for the next block.
+    """
+
+    def __init__(self, dtype: np.dtype[Any], chunk_rows: int, per_shard: int, layout: Layout):
+        self.dtype = dtype
+        self.chunk_rows = chunk_rows
+        self.per_shard = per_shard
+        self.encode = chunk_codec(layout, dtype.itemsize)
+        self.raw_is_stored = layout.codec == Codec.NONE
+        self.chunks: list[Buffer] = []
+        self.digests: list[bytes] = []
+        self.raw_digests: list[bytes] = []
+        self.shards: list[Any] = []  # hashlib's sha256 of each shard's object so far
+        self._waiting: list[npt.NDArray[Any]] = []
+        self._waiting_rows = 0
+
+    def append(self, data: npt.NDArray[Any]) -> None:
+        """Take ``data``'s rows (kept as views: ``data`` must not change afterwards)."""
+        data = np.ascontiguousarray(data).astype(self.dtype.newbyteorder("<"), copy=False)
+        lo = 0
+        if self._waiting_rows:
+            lo = min(self.chunk_rows - self._waiting_rows, data.shape[0])
+            self._wait(data[:lo])
+            if self._waiting_rows == self.chunk_rows:
+                self._add(self._take_waiting())
+        while data.shape[0] - lo >= self.chunk_rows:
+            self._add(data[lo : lo + self.chunk_rows])
+            lo += self.chunk_rows
+        if lo < data.shape[0]:
+            self._wait(data[lo:])
+
+    def finish(self, chunk_rows: int) -> None:
+        """Store the waiting rows as the last chunk of ``chunk_rows`` rows (padded with
+        the fill value, as Zarr stores a partial chunk)."""
+        if not self._waiting_rows:
+            return
+        self._add(padded_chunk(self._take_waiting(), chunk_rows))
+
+    def _wait(self, rows: npt.NDArray[Any]) -> None:
+        self._waiting.append(rows)
+        self._waiting_rows += rows.shape[0]
+
+    def _take_waiting(self) -> npt.NDArray[Any]:
+        rows = self._waiting[0] if len(self._waiting) == 1 else np.concatenate(self._waiting)
+        self._waiting, self._waiting_rows = [], 0
+        return rows
+
+    def _add(self, chunk: npt.NDArray[Any]) -> None:
+        raw = chunk.data.cast("B")  # one flat byte view of the rows
+        stored = self.encode(chunk)
+        digest = hashlib.sha256(stored).digest()
+        self.raw_digests.append(digest if self.raw_is_stored else hashlib.sha256(raw).digest())
+        shard = len(self.chunks) // self.per_shard
+        if shard == len(self.shards):
+            self.shards.append(hashlib.sha256())
+        self.shards[shard].update(stored)
+        self.chunks.append(stored)
+        self.digests.append(digest)
+
+
+class PackWriter:
+    """One session's pack, its rows appended a block of symbols at a time.
+
+    Blocks come in symbol order: each block's symbols sorted, distinct and after the
+    previous block's, each with rows (``offsets`` from 0, as :func:`write_pack` takes
+    them). :meth:`finish` writes the pack and returns its record; until then nothing is
+    stored, so a writer can be dropped. The arrays appended must not change until then
+    (uncompressed chunks are views of them).
+    """
+
+    def __init__(
+        self,
+        location: Location,
+        *,
+        session: str,
+        feature_names: Sequence[str],
+        label_names: Sequence[str],
+        layout: Layout,
+        published: Callable[[str], PackRecord | None] | None = None,
+    ) -> None:
+        self._location = location
+        self.session = session
+        self.feature_names = tuple(feature_names)
+        self.label_names = tuple(label_names)
+        self.layout = layout
+        self._published = published
+        self.symbols: list[str] = []
+        self._counts: list[int] = []
+        self.rows = 0
+        self._ts_range = (np.iinfo(np.int64).max, np.iinfo(np.int64).min)
+        # A pack of fewer rows than a chunk is one chunk of its rows: until the rows
+        # reach a chunk, the chunk size stays the layout's and no chunk is complete.
+        per_shard = chunks_per_shard(len(self.feature_names), layout.chunk_rows)
+        dtypes = {"ts": np.dtype(np.int64), "values": np.dtype(np.float32)}
+        if self.label_names:
+            dtypes["labels"] = np.dtype(np.float32)
+        self._arrays = {
+            name: _Chunks(dtype, layout.chunk_rows, per_shard, layout)
+            for name, dtype in dtypes.items()
+        }
+
+    def append(
+        self,
+        symbols: Sequence[str],
+        offsets: npt.ArrayLike,
+        ts: Int64s,
+        values: Floats,
+        labels: Floats | None = None,
+    ) -> None:
+        """Add a block: ``symbols`` (sorted, after the previous block's), symbol ``i``
+        holding rows ``offsets[i]:offsets[i+1]`` of ``ts``, ``values`` and ``labels``."""
+        offsets = np.asarray(offsets, dtype=np.int64)
+        check_pack_inputs(
+            self.session,
+            symbols,
+            offsets,
+            ts,
+            values,
+            labels,
+            self.feature_names,
+            self.label_names,
+        )
+        if self.symbols and symbols[0] <= self.symbols[-1]:
+            raise SchemaError(
+                f"pack {self.session}: a block's symbols must follow the previous block's, "
+                f"got {symbols[0]!r} after {self.symbols[-1]!r}"
+            )
+        self.symbols += symbols
+        self._counts += np.diff(offsets).tolist()
+        self.rows += int(ts.shape[0])
+        self._ts_range = (
+            min(self._ts_range[0], int(ts.min())),
+            max(self._ts_range[1], int(ts.max())),
+        )
+        for name, data in zip(self._arrays, (ts, values, labels), strict=False):
+            assert data is not None  # check_pack_inputs: labels with label names
+            self._arrays[name].append(data)
+
+    def finish(self, sources: Sequence[SourceFile] = ()) -> PackRecord:
+        """Write the pack (nothing when the latest version holds it) and return its record.
+
+        A folder already at the pack's path (an older version's pack of the same content,
+        or an interrupted write's leftover) is never removed: files with these bytes are
+        kept, missing ones written, and a file with other bytes is an error (see
+        :meth:`Location.write_content_addressed`).
+        """
+        if not self.rows:
+            raise SchemaError(f"pack {self.session}: needs at least one row, got 0")
+        chunk_rows = min(self.layout.chunk_rows, self.rows)
+        shard_rows = shard_rows_for(self.rows, len(self.feature_names), chunk_rows)
+        for chunks in self._arrays.values():
+            chunks.finish(chunk_rows)
+        offsets = np.concatenate([[0], np.cumsum(self._counts)]).astype(np.int64)
+        content_hash = content_hash_of_chunks(
+            self.session,
+            self.symbols,
+            offsets,
+            self.rows,
+            [chunks.raw_digests for chunks in self._arrays.values()],
+            self.feature_names,
+            self.label_names,
+            self.layout,
+        )
+        rel = pack_path(self.session, content_hash)
+        found = None if self._published is None else self._published(rel)
+        if found is not None:
+            return found
+        files = self._write(rel, chunk_rows, shard_rows, offsets, content_hash)
+        return PackRecord(
+            session=self.session,
+            path=rel,
+            rows=self.rows,
+            symbols=len(self.symbols),
+            ts_start=self._ts_range[0],
+            ts_end=self._ts_range[1],
+            layout=self.layout.to_dict(),
+            content_hash=content_hash,
+            files=files,
+            feature_names=self.feature_names,
+            label_names=self.label_names,
+            sources=tuple(sources),
+        )
+
+    def _write(
+        self, rel: str, chunk_rows: int, shard_rows: int, offsets: Int64s, content_hash: str
+    ) -> dict[str, FileEntry]:
+        """Write every object of the pack below ``rel``; their entries by key."""
+        existed = self._location.exists(rel)  # an older version's, or an interrupted write's
+        files: dict[str, FileEntry] = {}
+
+        def put(key: str, parts: Sequence[Buffer], digest: str | None = None) -> None:
+            digest = digest or sha256_hex(b"".join(parts))
+            if existed:
+                self._location.write_content_addressed(f"{rel}/{key}", parts, digest, exists=True)
+            else:
+                # Not flushed now: the commit flushes every file it publishes.
+                self._location.write_atomic(f"{rel}/{key}", parts, durable=False)
+            files[key] = FileEntry(digest, sum(len(p) for p in parts))
+
+        for name, chunks in self._arrays.items():
+            shape = (self.rows, *self._columns(name))
+            put(f"{name}/zarr.json", [self._document(name, shape, chunk_rows, shard_rows)])
+            for shard, (key, parts) in enumerate(
+                shard_objects(chunks.chunks, shard_rows // chunk_rows, len(shape))
+            ):
+                digest = chunks.shards[shard].copy()
+                digest.update(parts[-1])  # the shard's index, after its chunks
+                put(f"{name}/{key}", parts, digest.hexdigest())
+        digests = b"".join(d for chunks in self._arrays.values() for d in chunks.digests)
+        hashes = np.frombuffer(digests, dtype=np.uint8).reshape(len(self._arrays), -1, 32)
+        for key, blob in array_files(
+            hashes,
+            len(self._arrays),
+            Layout(codec=Codec.NONE),
+            dimension_names=["array", "chunk", "byte"],
+            attributes={"arrays": list(self._arrays)},
+        ):
+            put(f"chunk_sha256/{key}", [blob])
+        attrs = {
+            "ticktensor": {
+                "kind": "pack",
+                "format_version": PACK_FORMAT_VERSION,
+                "session": self.session,
+                "feature_names": list(self.feature_names),
+                "label_names": list(self.label_names),
+                "content_hash": content_hash,
+                "chunk_rows": chunk_rows,
+                "shard_rows": shard_rows,
+                "symbols": list(self.symbols),
+                "offsets": offsets.tolist(),
+            }
+        }
+        put("zarr.json", [group_file(attrs)])
+        return files
+
+    def _columns(self, name: str) -> tuple[int, ...]:
+        return {"ts": (), "values": (len(self.feature_names),), "labels": (len(self.label_names),)}[
+            name
+        ]
+
+    def _document(
+        self, name: str, shape: tuple[int, ...], chunk_rows: int, shard_rows: int
+    ) -> bytes:
+        attributes = {
+            "values": {"feature_names": list(self.feature_names)},
+            "labels": {"label_names": list(self.label_names)},
+        }.get(name)
+        return sharding_document(
+            shape,
+            self._arrays[name].dtype,
+            chunk_rows,
+            shard_rows,
+            self.layout,
+            dimension_names=_DIMENSIONS[name],
+            attributes=attributes,
+        )
+
+
+def write_pack(
+    location: Location,
+    *,
+    session: str,
+    symbols: Sequence[str],
+    offsets: Int64s,
+    ts: Int64s,
+    values: Floats,
+    labels: Floats | None,
+    feature_names: Sequence[str],
+    label_names: Sequence[str],
+    layout: Layout,
+    sources: Sequence[SourceFile] = (),
+    published: Callable[[str], PackRecord | None] | None = None,
+) -> PackRecord:
+    """Write one pack and return its record (not yet part of any version).
+
+    ``published(path)`` returns the latest version's record at the pack's path, if any:
+    then nothing is written and it is returned (idempotent reruns). See
+    :meth:`PackWriter.finish` for a folder already at the path.
+    """
+    writer = PackWriter(
+        location,
+        session=session,
+        feature_names=feature_names,
+        label_names=label_names,
+        layout=layout,
+        published=published,
+    )
+    writer.append(symbols, offsets, ts, values, labels)
+    return writer.finish(sources)
