@@ -123,10 +123,10 @@ class _Runs:
     """The runs of rows with equal keys (nulls equal) of a frame: a bar's trades."""
 
     def __init__(self, frame: pl.DataFrame, keys: Sequence[str]):
-        run = (pl.col(keys[0]) if len(keys) == 1 else pl.struct(keys)).rle_id()
-        ids = frame.select(run).to_series().to_numpy()
-        later = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-        bounds = np.concatenate(([0], later, [ids.size])) if ids.size else np.zeros(1, np.intp)
+        change = pl.any_horizontal(*(pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys))
+        later = frame.select(change.slice(1).arg_true() + 1).to_series().to_numpy()
+        n = frame.height
+        bounds = np.concatenate(([0], later, [n])).astype(np.intp) if n else np.zeros(1, np.intp)
         self.starts = bounds[:-1]
         """The first row of each run."""
         self.lasts = bounds[1:] - 1
