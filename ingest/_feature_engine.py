@@ -316,11 +316,14 @@ def compute_by_symbol(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -
 def _matrix(columns: list[npt.NDArray[np.float64]], n: int) -> npt.NDArray[np.float32]:
     """The ``n``-row columns side by side, as float32 ``[n, len(columns)]``."""
     values = np.empty((n, len(columns)), dtype=np.float32)
-    # A block of rows at a time: it stays in cache while each column fills its slots.
+    # A block of rows at a time: each column is cast into a block that stays in cache,
+    # which then fills the matrix's rows in one copy.
+    block = np.empty((len(columns), _BLOCK_ROWS), dtype=np.float32)
     for lo in range(0, n, _BLOCK_ROWS):
-        block = values[lo : lo + _BLOCK_ROWS]
+        rows = min(_BLOCK_ROWS, n - lo)
         for j, column in enumerate(columns):
-            block[:, j] = column[lo : lo + _BLOCK_ROWS]
+            block[j, :rows] = column[lo : lo + rows]
+        values[lo : lo + rows] = block[:, :rows].T
     return values
 
 
