@@ -240,7 +240,8 @@ def _ahead_in_rows(
     n = source.size
     ahead = np.empty(n)
     ahead[: max(n - horizon, 0)] = source[horizon:]
-    # Every row of the last ``horizon`` of its symbol, which holds the rows from n - horizon.
+    # NaN on each symbol's last ``horizon`` rows: among them every row from n - horizon
+    # on, which the copy leaves unset.
     last = np.minimum(np.diff(offsets), horizon)
     ahead[_ranges(offsets[1:] - last, last)] = np.nan
     return ahead
