@@ -128,12 +128,8 @@ def convert_file(task: ConvertTask) -> FileResult:
 def _write_parts(
     task: ConvertTask, kind: EventKind, table: pa.Table, tag: str
 ) -> list[tuple[str, EventKind, str]]:
-    """Split by UTC day and stage each piece, every symbol's rows in it, ordered by symbol.
-
-    The order is stable: each symbol's rows stay in file order, so a part of a file in
-    time order holds each symbol's rows in time order, and assemble takes a block of
-    symbols as a slice of it.
-    """
+    """Split by UTC day and stage each piece, its rows in file order, its symbols as a
+    dictionary (assemble orders a session's rows by symbol, every part at once)."""
     if table.num_rows == 0:
         return []
     empty = [
@@ -141,41 +137,48 @@ def _write_parts(
         for c, col in zip(table.column_names, table.columns, strict=True)
         if col.null_count == len(col)
     ]
-    # All-null columns: cheaper to reorder without (assemble restores them). One chunk
-    # per column (the reader's come in ~32 per batch): numpy views of ts need no copy,
-    # and a take from one chunk costs a third of one across many.
-    table = table.drop_columns(empty).combine_chunks()
-    # Symbols as a dictionary: assemble orders a session by symbol through its codes.
-    index = table.schema.get_field_index("symbol")
-    symbols = table.column(index).chunk(0)
-    if not pa.types.is_dictionary(symbols.type):
-        symbols = symbols.dictionary_encode()
-        table = table.set_column(index, "symbol", symbols)
-    names = symbols.dictionary.to_pylist()
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
-    ts = table.column("ts_event").chunk(0).cast(pa.int64()).to_numpy(zero_copy_only=False)
-    days = ts // DAY_NS
-    first = int(days.min())
-    codes = np.asarray(symbols.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
-    key = (days - first) * len(names) + rank[codes]
-    if np.all(key[1:] >= key[:-1]):
-        order = None  # one symbol of one day, or already in order: no reordering
-    else:
-        # Few distinct keys: a 16-bit key lets numpy's stable sort run as a radix sort.
-        key = key.astype(np.uint16) if key.max() < 1 << 16 else key
-        order = np.argsort(key, kind="stable")
-        # One gather (argsort's indices are in bounds: no check), then zero-copy slices.
-        table = pc.take(table, pa.array(order), boundscheck=False)
-        days = days[order]
-    bounds = np.flatnonzero(np.diff(days)) + 1
-    # The same file on every row: added after the gather, which it would only slow.
+    table = _symbols_encoded(table.drop_columns(empty))
+    # The same file on every row, as a dictionary of one string: no per-row copy.
     table = table.append_column("_source", repeated(task.source.url, table.num_rows))
     out = []
-    starts = [0, *bounds.tolist()]
-    ends = [*bounds.tolist(), table.num_rows]
-    for lo, hi in zip(starts, ends, strict=True):
-        session = session_of(int(days[lo]))
-        rel = task.staging.write_part(kind, session, tag, table.slice(lo, hi - lo))
-        out.append((session, kind, rel))
+    for day, piece in _by_day(table):
+        session = session_of(day)
+        out.append((session, kind, task.staging.write_part(kind, session, tag, piece)))
     return out
+
+
+def _symbols_encoded(table: pa.Table) -> pa.Table:
+    """``table`` with its ``symbol`` column as one dictionary array: assemble ranks a
+    part's symbols through its dictionary instead of comparing text per row."""
+    index = table.schema.get_field_index("symbol")
+    symbols = table.column(index)
+    if pa.types.is_dictionary(symbols.type):
+        return table
+    # The chunks of one encoding share its dictionary: joining them copies codes only.
+    encoded = symbols.dictionary_encode().combine_chunks()
+    return table.set_column(index, "symbol", encoded)
+
+
+def _by_day(table: pa.Table) -> list[tuple[int, pa.Table]]:
+    """``table``'s rows split by UTC day (days since the epoch), each day's in file order.
+
+    Most files hold one day, found from the least and greatest time alone; a file in
+    time order splits into slices; only other files need a gather.
+    """
+    ts = table.column("ts_event")
+    bounds = pc.min_max(ts)
+    first, last = (bounds[k].cast(pa.int64()).as_py() // DAY_NS for k in ("min", "max"))
+    if first == last:
+        return [(first, table)]
+    days = ts.cast(pa.int64()).to_numpy() // DAY_NS - first
+    if np.any(days[1:] < days[:-1]):
+        # Few distinct days: a 16-bit key lets numpy's stable sort run as a radix sort.
+        key = days.astype(np.uint16) if days.max() < 1 << 16 else days
+        order = np.argsort(key, kind="stable")
+        table = pc.take(table, pa.array(order), boundscheck=False)
+        days = days[order]
+    starts = np.flatnonzero(np.diff(days)) + 1
+    los, his = [0, *starts.tolist()], [*starts.tolist(), table.num_rows]
+    return [
+        (first + int(days[lo]), table.slice(lo, hi - lo)) for lo, hi in zip(los, his, strict=True)
+    ]

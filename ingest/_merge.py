@@ -10,10 +10,11 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ticktensor.ingest import _quarantine
 from ticktensor.ingest._staging import Staging
-from ticktensor.ingest._symbols import symbol_codes
+from ticktensor.ingest._symbols import ranked_symbols
 from ticktensor.schemas import EventKind, conform, schema_for
 
 __all__ = ["EXTRA", "Merged", "StagedSession"]
@@ -44,6 +45,23 @@ class Merged:
         return [n for n, c in zip(names, counts, strict=True) if c]
 
 
+@dataclass(frozen=True)
+class _Staged:
+    """One kind's staged rows of a session: every part's rows, the parts one after the
+    other in input order, and the stable order of them all by symbol."""
+
+    table: pa.Table
+    """The parts' columns but ``symbol`` and ``_source``."""
+    sources: pa.Array
+    """The input files of the rows, sorted."""
+    source_codes: npt.NDArray[np.int32]
+    """Each row's input file, as its index in :attr:`sources`."""
+    order: npt.NDArray[np.intp]
+    """The rows by symbol; ties in input order (file, then row in the file)."""
+    offsets: npt.NDArray[np.int64]
+    """Where each symbol's rows start in :attr:`order` (one more: the end)."""
+
+
 class StagedSession:
     """One session's staged parts of every kind, numbered by symbol and cut into blocks.
 
@@ -51,38 +69,31 @@ class StagedSession:
     is a range of them holding about :attr:`block_rows` rows (one symbol with more
     rows is a block of its own). Blocks are merged one at a time (:meth:`merge`), so the
     arrays a merge allocates stay the size of a block, not of the session.
+
+    Parts hold their rows in file order. Each kind's rows of every part are ordered by
+    symbol once, ties in input order (file, then row), and a block gathers its rows
+    from the parts with one take.
     """
 
     def __init__(self, staging: Staging, parts: dict[EventKind, list[str]], block_rows: int):
-        self.parts = {kind: [staging.read([rel]) for rel in rels] for kind, rels in parts.items()}
-        coded = {
-            kind: [symbol_codes(t.column("symbol")) for t in tables]
-            for kind, tables in self.parts.items()
-        }
-        self.names = sorted(
-            {n for per_kind in coded.values() for _, names in per_kind for n in names}
+        tables = {kind: [staging.read([rel]) for rel in rels] for kind, rels in parts.items()}
+        per_part, self.names = ranked_symbols(
+            [t.column("symbol") for of_kind in tables.values() for t in of_kind]
         )
-        rank = {n: i for i, n in enumerate(self.names)}
-        self._codes: dict[EventKind, list[npt.NDArray[np.uint32]]] = {}
+        self._dictionary = pa.array(self.names, pa.string())
+        self._staged: dict[EventKind, _Staged] = {}
         counts = np.zeros(len(self.names), dtype=np.int64)
-        for kind, per_part in coded.items():
-            self._codes[kind] = []
-            for codes, names in per_part:
-                ranks = np.array([rank[n] for n in names], dtype=np.uint32)[codes]
-                self._codes[kind].append(ranks)
-                counts += np.bincount(ranks, minlength=len(self.names))
+        start = 0
+        for kind, of_kind in tables.items():
+            codes = np.concatenate(per_part[start : start + len(of_kind)])
+            start += len(of_kind)
+            of_symbol = np.bincount(codes, minlength=len(self.names))
+            counts += of_symbol
+            held = staging.held(parts[kind])
+            self._staged[kind] = _staged(of_kind, codes, of_symbol, held)
+            if held:  # joined into one copy: the parts themselves are not needed again
+                staging.release(parts[kind])
         self.blocks = _blocks(counts, block_rows)
-        # Each part's rows of a block: a slice of the part's rows ordered by symbol.
-        starts = np.array([lo for lo, _ in self.blocks] + [len(self.names)], dtype=np.uint32)
-        self._order: dict[EventKind, list[npt.NDArray[np.intp] | None]] = {}
-        self._bounds: dict[EventKind, list[npt.NDArray[np.intp]]] = {}
-        for kind, part_codes in self._codes.items():
-            self._order[kind], self._bounds[kind] = [], []
-            for codes in part_codes:
-                order = None if np.all(codes[1:] >= codes[:-1]) else _by_symbol(codes)
-                ordered = codes if order is None else codes[order]
-                self._order[kind].append(order)
-                self._bounds[kind].append(np.searchsorted(ordered, starts))
 
     def merge(self, kind: EventKind, block: int, strict: bool) -> Merged:
         """The rows of ``kind`` of the symbols of ``block``, merged across the parts.
@@ -92,34 +103,31 @@ class StagedSession:
         canonical column to an earlier row are duplicates (see :func:`_duplicates`);
         ``strict`` raises on the first one instead.
         """
-        pieces, piece_codes = [], []
-        for p, table in enumerate(self.parts[kind]):
-            lo, hi = (int(b) for b in self._bounds[kind][p][block : block + 2])
-            order = self._order[kind][p]
-            if hi == lo:
-                continue
-            if order is None:
-                pieces.append(table.slice(lo, hi - lo))
-                piece_codes.append(self._codes[kind][p][lo:hi])
-            else:
-                pieces.append(table.take(pa.array(order[lo:hi])))
-                piece_codes.append(self._codes[kind][p][order[lo:hi]])
-        dictionary = pa.array(self.names, pa.string())
-        if not pieces:  # no symbol of the block has rows of this kind
+        staged = self._staged[kind]
+        first, end = self.blocks[block]
+        lo, hi = (int(staged.offsets[s]) for s in (first, end))
+        dictionary = self._dictionary
+        if hi == lo:  # no symbol of the block has rows of this kind
             none = pa.DictionaryArray.from_arrays(pa.array([], pa.uint32()), dictionary)
             return Merged(conform(schema_for(kind).empty_table(), kind), none, {}, None)
-        staged = pa.concat_tables(pieces, promote_options="default")
-        codes = np.concatenate(piece_codes)
-        sources, source_codes = _source_codes(staged.column("_source"))
-        ts = np.asarray(staged.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
-        rows = np.asarray(staged.column("_row").to_numpy(), dtype=np.int64)
+        picked = staged.order[lo:hi]
+        # The block's rows by symbol, in input order within a symbol: one gather (of rows
+        # an argsort found: no bounds to check).
+        rest = pc.take(staged.table, pa.array(picked), boundscheck=False)
+        codes = np.repeat(
+            np.arange(first, end, dtype=np.uint32), np.diff(staged.offsets[first : end + 1])
+        )
+        source_codes = staged.source_codes[picked]
+        ts = np.asarray(rest.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
+        rows = np.asarray(rest.column("_row").to_numpy(), dtype=np.int64)
         order = _order(codes, ts, source_codes, rows)
-        rest = staged.drop_columns(["symbol", *EXTRA])
+        rest = rest.drop_columns(["_row"])
         if order is not None:
             rest = rest.take(pa.array(order))
             codes, source_codes, rows = codes[order], source_codes[order], rows[order]
         rest = rest.append_column("symbol", dictionary.take(pa.array(codes)))
         table = conform(rest, kind)
+        sources = staged.sources
         table = table.append_column(
             "_source", pa.DictionaryArray.from_arrays(pa.array(source_codes), sources)
         )
@@ -136,6 +144,32 @@ class StagedSession:
         stored = {s: int(n) for s, n in zip(sources.to_pylist(), counts.tolist(), strict=True) if n}
         symbols = pa.DictionaryArray.from_arrays(pa.array(codes), dictionary)
         return Merged(table.drop_columns(list(EXTRA)), symbols, stored, duplicates)
+
+
+def _staged(
+    tables: list[pa.Table],
+    codes: npt.NDArray[np.uint32],
+    of_symbol: npt.NDArray[np.int64],
+    held: bool,
+) -> _Staged:
+    """One kind's parts (``tables``, in input order) with their rows' symbol ``codes`` and
+    the rows per symbol; ``held``: the parts are in memory.
+
+    Parts held in memory are joined into one chunk: a copy, which halves the cost of
+    each block's gather; parts on disk stay memory-mapped, each block's rows read from
+    them.
+    """
+    sources, source_codes = _source_codes([t.column("_source") for t in tables])
+    table = pa.concat_tables(
+        [t.drop_columns(["symbol", "_source"]) for t in tables], promote_options="default"
+    )
+    return _Staged(
+        table.combine_chunks() if held else table,
+        sources,
+        source_codes,
+        _by_symbol(codes),
+        np.concatenate([[0], np.cumsum(of_symbol)]).astype(np.int64),
+    )
 
 
 def _blocks(counts: npt.NDArray[np.int64], block_rows: int) -> list[tuple[int, int]]:
@@ -156,13 +190,16 @@ def _by_symbol(codes: npt.NDArray[np.uint32]) -> npt.NDArray[np.intp]:
     return np.argsort(key, kind="stable")
 
 
-def _source_codes(column: pa.ChunkedArray) -> tuple[pa.Array, npt.NDArray[np.int32]]:
-    """The input files of the rows, sorted, and each row's index among them.
+def _source_codes(
+    columns: list[pa.ChunkedArray],
+) -> tuple[pa.Array, npt.NDArray[np.int32]]:
+    """The input files of the parts' rows (``_source`` columns), sorted, and each row's
+    index among them.
 
     Every staged part's ``_source`` is a dictionary of the one file it came from, so
     this costs nothing per row but the codes themselves.
     """
-    chunks = [c for c in column.chunks if len(c)]
+    chunks = [c for column in columns for c in column.chunks if len(c)]
     firsts = [cast(str, c.dictionary[c.indices[0].as_py()].as_py()) for c in chunks]
     names = sorted(set(firsts))
     rank = {n: i for i, n in enumerate(names)}
@@ -176,29 +213,19 @@ def _order(
     sources: npt.NDArray[np.int32],
     rows: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.intp] | None:
-    """The permutation that sorts the rows by (symbol, ts, source, row); None if sorted.
+    """The permutation that sorts rows ordered by symbol by (symbol, ts, source, row);
+    None if they are sorted already.
 
-    The parts come in input order (file, then row) and vendors ship files in time
-    order, so a stable sort by symbol alone (a radix sort for up to 65,536 symbols)
-    usually sorts them; a full sort by every key is the fallback.
+    Within a symbol the rows come in input order (file, then row), which is time order
+    when the files are, as vendors ship them; a full sort by every key is the fallback.
     """
-    n = symbols.size
-    if n <= 1:
+    if symbols.size <= 1:
         return None
-    # Each part's rows come ordered by symbol, in file order within a symbol, and the
-    # parts come in input order: a stable sort by symbol alone puts each symbol's rows
-    # in (file, row) order, which is time order when the files are.
-    order = None if np.all(symbols[1:] >= symbols[:-1]) else _by_symbol(symbols)
-    if order is None:
-        by_symbol, by_time, by_source, by_row = symbols, ts, sources, rows
-    else:
-        by_symbol, by_time = symbols[order], ts[order]
-        by_source, by_row = sources[order], rows[order]
-    same = by_symbol[1:] == by_symbol[:-1]
-    step_source, step_row = np.diff(by_source), np.diff(by_row)
+    same = symbols[1:] == symbols[:-1]
+    step_source, step_row = np.diff(sources), np.diff(rows)
     later = (step_source > 0) | ((step_source == 0) & (step_row > 0))
-    if np.all(~same | ((by_time[1:] >= by_time[:-1]) & later)):
-        return order
+    if np.all(~same | ((ts[1:] >= ts[:-1]) & later)):
+        return None
     return np.lexsort((rows, sources, ts, symbols))
 
 

@@ -88,6 +88,18 @@ class Staging:
         self.location.write_atomic(rel, buf.getvalue())
         return rel
 
+    def held(self, rels: list[str]) -> bool:
+        """Whether every part of ``rels`` is kept in this process's memory."""
+        return all(rel in self._held for rel in rels)
+
+    def release(self, rels: list[str]) -> None:
+        """Forget the parts of ``rels`` kept in memory: their reader holds a copy."""
+        with self._lock:
+            for rel in rels:
+                table = self._held.pop(rel, None)
+                if table is not None:
+                    self._held_bytes -= table.nbytes
+
     def read(self, rels: list[str]) -> pa.Table:
         tables = []
         for rel in rels:

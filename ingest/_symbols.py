@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["symbol_codes"]
+__all__ = ["ranked_symbols", "symbol_codes"]
 
 
 def symbol_codes(column: pa.ChunkedArray) -> tuple[npt.NDArray[np.uint32], list[str]]:
@@ -17,14 +17,32 @@ def symbol_codes(column: pa.ChunkedArray) -> tuple[npt.NDArray[np.uint32], list[
     names, instead of comparing text per row; plain text is dictionary-encoded first.
     Names sort as Python sorts text, which is Arrow's (UTF-8 byte) order too.
     """
-    chunks = [c if pa.types.is_dictionary(c.type) else c.dictionary_encode() for c in column.chunks]
-    names = sorted({n for c in chunks for n in c.dictionary.to_pylist()})
-    rank = {n: i for i, n in enumerate(names)}
-    parts = [
-        np.array([rank[n] for n in c.dictionary.to_pylist()], dtype=np.uint32)[
-            np.asarray(c.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
-        ]
-        for c in chunks
+    [codes], names = ranked_symbols([column])
+    return codes, names
+
+
+def ranked_symbols(
+    columns: list[pa.ChunkedArray],
+) -> tuple[list[npt.NDArray[np.uint32]], list[str]]:
+    """:func:`symbol_codes` of several columns against one list of names: the sorted
+    symbols of all their dictionaries."""
+    chunks = [
+        [c if pa.types.is_dictionary(c.type) else c.dictionary_encode() for c in column.chunks]
+        for column in columns
     ]
-    codes = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)
+    dictionaries = [[c.dictionary.to_pylist() for c in of_column] for of_column in chunks]
+    names = sorted({n for of_column in dictionaries for d in of_column for n in d})
+    rank = {n: i for i, n in enumerate(names)}
+    codes = [
+        np.concatenate(
+            [np.empty(0, dtype=np.uint32)]
+            + [
+                np.array([rank[n] for n in d], dtype=np.uint32)[
+                    np.asarray(c.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
+                ]
+                for c, d in zip(of_column, of_dictionaries, strict=True)
+            ]
+        )
+        for of_column, of_dictionaries in zip(chunks, dictionaries, strict=True)
+    ]
     return codes, names

@@ -13,9 +13,9 @@ from ticktensor.ingest._merge import _order
 def _pieces(
     draw: st.DrawFn,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Staged pieces as a merge concatenates them: each piece's rows ordered by symbol,
-    in (file, row) order within a symbol, the pieces in input order; times in file order,
-    or not."""
+    """A block's rows as a merge gathers them: the parts' rows, the parts in input order,
+    ordered by symbol (stable, so in (file, row) order within a symbol); times in file
+    order, or not."""
     symbols, ts, sources, rows = [], [], [], []
     next_row = {0: 0, 1: 0}
     in_time_order = draw(st.booleans())
@@ -26,18 +26,17 @@ def _pieces(
         times = sorted(draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)))
         if not in_time_order:
             times = draw(st.permutations(times))
-        file_rows = list(range(next_row[source], next_row[source] + n))
-        next_row[source] += n
-        by_symbol = sorted(range(n), key=codes.__getitem__)  # stable: file order kept
-        symbols += [codes[i] for i in by_symbol]
-        ts += [times[i] for i in by_symbol]
+        symbols += codes
+        ts += times
         sources += [source] * n
-        rows += [file_rows[i] for i in by_symbol]
+        rows += list(range(next_row[source], next_row[source] + n))
+        next_row[source] += n
+    by_symbol = sorted(range(len(symbols)), key=symbols.__getitem__)  # stable
     return (
-        np.array(symbols, np.uint32),
-        np.array(ts, np.int64),
-        np.array(sources, np.int32),
-        np.array(rows, np.int64),
+        np.array(symbols, np.uint32)[by_symbol],
+        np.array(ts, np.int64)[by_symbol],
+        np.array(sources, np.int32)[by_symbol],
+        np.array(rows, np.int64)[by_symbol],
     )
 
 
@@ -53,12 +52,12 @@ def test_order_sorts_by_symbol_time_file_and_row(
     np.testing.assert_array_equal(got, expected)
 
 
-def test_pieces_in_time_order_need_a_sort_by_symbol_only() -> None:
-    # Two batches of one file, each ordered by symbol: their rows interleave per symbol.
-    symbols = np.array([0, 0, 1, 0, 1, 1], np.uint32)
-    ts = np.array([1, 3, 2, 5, 4, 6], np.int64)
+def test_rows_by_symbol_in_time_order_need_no_sort() -> None:
+    # Two batches of one file, gathered by symbol: each symbol's rows in file order.
+    symbols = np.array([0, 0, 0, 1, 1, 1], np.uint32)
+    ts = np.array([1, 3, 5, 2, 4, 6], np.int64)
     sources = np.zeros(6, np.int32)
-    rows = np.array([0, 2, 1, 3, 4, 5], np.int64)
-    order = _order(symbols, ts, sources, rows)
-    assert order is not None
-    np.testing.assert_array_equal(order, [0, 1, 3, 2, 4, 5])
+    rows = np.array([0, 2, 3, 1, 4, 5], np.int64)
+    assert _order(symbols, ts, sources, rows) is None
+    ts[1] = 6  # later than the next row of its symbol: a full sort
+    np.testing.assert_array_equal(_order(symbols, ts, sources, rows), [0, 2, 1, 3, 4, 5])
