@@ -243,15 +243,17 @@ def assemble(task: AssembleTask) -> AssembleResult:
         computing = [_run(pool, block, number=b) for b in range(len(session.blocks))]
         # The tables and the pack take the blocks' rows as they come (on ``writer``).
         encoding = {k: _run(writer, _encode, rows=rows, kind=k, held=held[k]) for k in kinds}
-        packing = None
+        packing: Future[PackWriter | None] | None = None
         if computes and task.spec is not None and held_features is not None:
-            pack = store.pack_writer(
+            new_pack = store.pack_writer(
                 session=task.session,
                 feature_names=task.spec.features,
                 label_names=task.spec.label_names,
                 layout=task.layout,
             )
-            packing = _run(writer, _append_blocks, pack=pack, blocks=computing, held=held_features)
+            packing = _run(
+                writer, _append_blocks, pack=new_pack, blocks=computing, held=held_features
+            )
         merged = [r.result() for r in rows]
         events: dict[EventKind, Merge[pa.Table]] = {}
         files: dict[EventKind, list[SourceFile]] = {}  # the input files of each kind

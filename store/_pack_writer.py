@@ -147,7 +147,10 @@ class PackWriter:
         # A pack of fewer rows than a chunk is one chunk of its rows: until the rows
         # reach a chunk, the chunk size stays the layout's and no chunk is complete.
         per_shard = chunks_per_shard(len(self.feature_names), layout.chunk_rows)
-        dtypes = {"ts": np.dtype(np.int64), "values": np.dtype(np.float32)}
+        dtypes: dict[str, np.dtype[Any]] = {
+            "ts": np.dtype(np.int64),
+            "values": np.dtype(np.float32),
+        }
         if self.label_names:
             dtypes["labels"] = np.dtype(np.float32)
         self._arrays = {

@@ -160,7 +160,9 @@ def pack_content_hash(
     format 1 hashed the arrays whole, after the header.
     """
     header = _header(session, symbols, feature_names, label_names, layout, int(ts.shape[0]))
-    arrays = [ts, values, *([labels] if label_names and labels is not None else [])]
+    arrays: list[npt.NDArray[Any]] = [ts, values]
+    if label_names and labels is not None:
+        arrays.append(labels)
     if format_version == 1:
         h = hashlib.sha256(json.dumps({**header, "format_version": 1}, sort_keys=True).encode())
         for part in (offsets, *arrays):

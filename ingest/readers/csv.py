@@ -304,12 +304,12 @@ def _blocks(
     while True:
         buffer = np.empty(len(carry) + max(size() - len(carry), 1 << 12), dtype=np.uint8)
         buffer[: len(carry)] = np.frombuffer(carry, dtype=np.uint8)
-        filled = len(carry) + _read_into(stream, memoryview(buffer)[len(carry) :])
+        filled = len(carry) + _read_into(stream, buffer.data[len(carry) :])
         if filled == len(carry):
             if carry:
                 yield carry
             return
-        view = memoryview(buffer)[:filled]
+        view = buffer.data[:filled]
         cut = _last_line_break(view)
         if cut < 0:
             _check_line(filled, url)
