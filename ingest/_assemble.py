@@ -9,13 +9,22 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
-from ticktensor.ingest._feature_engine import FeatureArrays, SymbolFeatures
+from ticktensor.ingest._feature_engine import SymbolFeatures
 from ticktensor.ingest._feature_rows import CLOCK_INPUTS
-from ticktensor.ingest._merge import Merged, StagedSession
+from ticktensor.ingest._handoff import Handoff
+from ticktensor.ingest._merge import StagedSession
+from ticktensor.ingest._session_blocks import (
+    BlockSummary,
+    TakenFeatures,
+    TakenRows,
+    block_features,
+    joined_features,
+    take_features,
+    take_rows,
+)
+from ticktensor.ingest._session_stats import StatsPartial
 from ticktensor.ingest._staging import Staging
 from ticktensor.ingest._stored import (
     Merge,
@@ -41,7 +50,6 @@ __all__ = [
     "BLOCK_ROWS",
     "AssembleResult",
     "AssembleTask",
-    "StatsPartial",
     "assemble",
 ]
 
@@ -76,70 +84,6 @@ class AssembleTask:
     block_rows: int = BLOCK_ROWS
 
 
-STATS_GROUP_ROWS = 1 << 16
-"""Rows a :class:`StatsPartial` sums at once (see there)."""
-
-
-@dataclass
-class StatsPartial:
-    """Mergeable float64 sums for per-feature mean/std over the training period.
-
-    Rows are summed in groups of :data:`STATS_GROUP_ROWS` in the order they are added,
-    the group sums one after the other: a session's rows give the same sums whether
-    they come at once or a block at a time (a rerun of a job stores the same stats).
-    """
-
-    count: int = 0
-    total: npt.NDArray[np.float64] | None = None
-    total_sq: npt.NDArray[np.float64] | None = None
-    _waiting: list[npt.NDArray[np.float32]] = field(default_factory=list, repr=False)
-    _waiting_rows: int = 0
-
-    def add(self, values: npt.NDArray[np.float32]) -> None:
-        self._waiting.append(values)
-        self._waiting_rows += values.shape[0]
-        self.count += values.shape[0]
-        if self._waiting_rows >= STATS_GROUP_ROWS:
-            rows = np.concatenate(self._waiting)
-            whole = rows.shape[0] - rows.shape[0] % STATS_GROUP_ROWS
-            for lo in range(0, whole, STATS_GROUP_ROWS):
-                self._sum(rows[lo : lo + STATS_GROUP_ROWS])
-            self._waiting = [rows[whole:]] if whole < rows.shape[0] else []
-            self._waiting_rows = rows.shape[0] - whole
-
-    def merge(self, other: StatsPartial) -> None:
-        """Add ``other``'s sums (its rows after this one's)."""
-        self._flush()
-        other._flush()
-        if other.total is not None and other.total_sq is not None:
-            self.total = other.total if self.total is None else self.total + other.total
-            self.total_sq = (
-                other.total_sq if self.total_sq is None else self.total_sq + other.total_sq
-            )
-            self.count += other.count
-
-    def mean_std(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        self._flush()
-        if self.total is None or self.total_sq is None or self.count == 0:
-            raise ValueError("no rows fell in the statistics period")
-        mean = self.total / self.count
-        var = np.maximum(self.total_sq / self.count - mean * mean, 0.0)
-        return mean, np.sqrt(var)
-
-    def _flush(self) -> None:
-        """Sum the rows short of a group (no more rows come)."""
-        if self._waiting_rows:
-            self._sum(np.concatenate(self._waiting))
-        self._waiting, self._waiting_rows = [], 0
-
-    def _sum(self, values: npt.NDArray[np.float32]) -> None:
-        v = values.astype(np.float64)
-        v = np.where(np.isfinite(v), v, 0.0)
-        s, sq = v.sum(axis=0), (v * v).sum(axis=0)
-        self.total = s if self.total is None else self.total + s
-        self.total_sq = sq if self.total_sq is None else self.total_sq + sq
-
-
 @dataclass
 class AssembleResult:
     """What phase two produced for one session."""
@@ -159,30 +103,6 @@ class AssembleResult:
     conflicts: list[tuple[str, str]] = field(default_factory=list)
     #: Keys of per-symbol tables the session's tables of every symbol take the place of.
     removed_tables: list[tuple[str, str, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _Block:
-    """One block of a session's symbols: each kind's rows, their features, and per symbol
-    the feature rows and the values beyond float32's range."""
-
-    merged: dict[EventKind, Merged]
-    features: SymbolFeatures | None
-    rows: dict[str, int]
-    infinite: dict[str, int]
-
-    @classmethod
-    def of(cls, merged: dict[EventKind, Merged], features: SymbolFeatures | None) -> _Block:
-        if features is None:
-            return cls(merged, None, {}, {})
-        rows = np.diff(features.offsets).tolist()
-        infinite = _per_symbol(_infinite(features.features), features.offsets).tolist()
-        return cls(
-            merged,
-            features,
-            dict(zip(features.symbols, rows, strict=True)),
-            {s: n for s, n in zip(features.symbols, infinite, strict=True) if n},
-        )
 
 
 def assemble(task: AssembleTask) -> AssembleResult:
@@ -215,97 +135,121 @@ def assemble(task: AssembleTask) -> AssembleResult:
     session = StagedSession(task.staging, task.parts, task.block_rows)
     kinds = sorted(task.parts)
     market = [k for k in kinds if k not in REFERENCE_KINDS]
-    computes = task.spec is not None and bool(market)
+    spec = task.spec if market else None
+    blocks = len(session.blocks)
     with (
         _pool(task.threads, "ticktensor-session") as pool,
         # Besides the task's threads, one per table and one for the pack: they mostly
         # wait for the blocks.
-        _pool(
-            task.threads + len(kinds) + 1 if task.threads > 1 else 1, "ticktensor-tables"
-        ) as writer,
-    ):
+        _pool(task.threads + len(kinds) + 1 if task.threads > 1 else 1, "ticktensor-tables")
+        as writer,
+    ):  # fmt: skip
         held = {k: _run(pool, stored.events, version=base, kind=k) for k in kinds}
-        held_features = _run(pool, stored.features, version=base) if computes else None
-        # A block hands its merged rows over before it computes their features: the
-        # tables need the rows only, so their encoding can start (on ``writer``) while
-        # the last blocks compute.
-        rows: list[Future[dict[EventKind, Merged]]] = [Future() for _ in session.blocks]
+        held_features = _run(pool, stored.features, version=base) if spec else _done(None)
+        # A block hands its rows over before it computes their features: the tables
+        # take them (on ``writer``) while the block computes.
+        rows_of = {k: Handoff[pa.Table](blocks) for k in kinds}
+        features_of = Handoff[SymbolFeatures | None](blocks)
 
-        def block(number: int) -> _Block:
+        def block(number: int) -> BlockSummary:
+            handoffs: list[Handoff[Any]] = [*rows_of.values(), features_of]
             try:
                 merged = {k: session.merge(k, number, task.strict) for k in kinds}
+                for k in kinds:
+                    rows_of[k].put(number, merged[k].table)
+                handoffs = [features_of]
+                features = block_features(spec, {k: merged[k] for k in market})
             except BaseException as exc:
-                rows[number].set_exception(exc)
+                for handoff in handoffs:
+                    handoff.fail(number, exc)
                 raise
-            rows[number].set_result(merged)
-            return _Block.of(merged, _block_features(task.spec, {k: merged[k] for k in market}))
+            features_of.put(number, features)
+            return BlockSummary.of(merged, features)
 
-        computing = [_run(pool, block, number=b) for b in range(len(session.blocks))]
-        # The tables and the pack take the blocks' rows as they come (on ``writer``).
-        encoding = {k: _run(writer, _encode, rows=rows, kind=k, held=held[k]) for k in kinds}
-        packing: Future[PackWriter | None] | None = None
-        if computes and task.spec is not None and held_features is not None:
+        computing = [_run(pool, block, number=b) for b in range(blocks)]
+        taken = {k: _run(writer, _take_rows, rows=rows_of[k], held=held[k]) for k in kinds}
+        pack: Future[TakenFeatures] | None = None
+        if spec is not None:
             new_pack = store.pack_writer(
                 session=task.session,
-                feature_names=task.spec.features,
-                label_names=task.spec.label_names,
+                feature_names=spec.features,
+                label_names=spec.label_names,
                 layout=task.layout,
             )
-            packing = _run(
-                writer, _append_blocks, pack=new_pack, blocks=computing, held=held_features
+            pack = _run(
+                writer,
+                _take_features,
+                rows=features_of,
+                pack=new_pack,
+                spec=spec,
+                held=held_features,
             )
-        merged = [r.result() for r in rows]
-        events: dict[EventKind, Merge[pa.Table]] = {}
+        summaries = [c.result() for c in computing]
+        events: dict[EventKind, Merge[pa.Table] | TableEncoder] = {}
         files: dict[EventKind, list[SourceFile]] = {}  # the input files of each kind
         duplicates = []
         for kind in kinds:
-            of_kind = [m[kind] for m in merged]
+            of_kind = [b.kinds[kind] for b in summaries]
             duplicates += [m.duplicates for m in of_kind if m.duplicates is not None]
             stored_rows: Counter[str] = Counter()
             for m in of_kind:
                 stored_rows.update(m.stored)
             out.stored.update(stored_rows)
+            out.events += sum(m.rows for m in of_kind)
             files[kind] = [task.sources[u] for u in sorted(stored_rows)]
-            table = pa.concat_tables([m.table for m in of_kind])
-            out.events += table.num_rows
-            events[kind] = merge_events(table, held[kind].result())
+            kind_rows = taken[kind].result()
+            events[kind] = kind_rows.encoder or merge_events(
+                pa.concat_tables(kind_rows.tables), held[kind].result()
+            )
         if duplicates:
             out.duplicates = pa.concat_tables(duplicates)
         out.conflicts = [
-            (f"{kind.value} events", symbol) for kind, m in events.items() for symbol in m.conflicts
+            (f"{kind.value} events", symbol)
+            for kind, m in events.items()
+            if isinstance(m, Merge)
+            for symbol in m.conflicts
         ]
         # When nothing can refuse the session (no conflicting events, no stored feature
-        # rows to conflict with), its tables' Parquet encoding starts now and runs beside
-        # the features, their joining and the writing of the pack.
+        # rows to conflict with), its tables are written now, beside the pack's rows.
         written: list[Future[TableRecord]] = []
-        early = not out.conflicts and (held_features is None or held_features.result() is None)
+        early = not out.conflicts and held_features.result() is None
         if early:
-            written = _write_tables(writer, task, store, stored, events, encoding, files, out)
-        blocks = [c.result() for c in computing]
+            written = _write_tables(writer, task, store, stored, events, files, out)
         features = None
-        pack = packing.result() if packing is not None else None
-        if task.spec is not None and market:
-            rows_of = _notes(task, task.spec, market, blocks, out)
-            job = _joined(blocks, rows_of) if pack is None else None
-            if job is not None and held_features is not None:
-                names = (task.spec.features, task.spec.label_names)
+        computed = pack.result() if pack is not None else None
+        if spec is not None and computed is not None:
+            rows = _notes(task, spec, market, summaries, out)
+            job = joined_features(computed.parts, rows) if computed.pack is None else None
+            if job is not None:
+                names = (spec.features, spec.label_names)
                 features = merge_features(job, names, held_features.result())
         out.conflicts += [("features", s) for s in (features.conflicts if features else ())]
         if out.conflicts and not task.replace:
             return out  # the job refuses the session: nothing of it is written
         if not early:
-            written = _write_tables(writer, task, store, stored, events, encoding, files, out)
+            written = _write_tables(writer, task, store, stored, events, files, out)
         sources = [task.sources[u] for u in sorted(out.stored)]
-        if pack is not None and pack.rows and task.spec is not None:
-            out.pack = pack.finish(_provenance(sources, ()))
-            out.series = len(pack.symbols)
-            for b in blocks:
-                if b.features is not None:
-                    _add_stats(task.spec, b.features.features.ts, b.features.features.values, out)
-        elif features is not None and task.spec is not None:
-            _pack(task, task.spec, store, stored, features, sources, out)
+        if computed is not None and computed.pack is not None and computed.pack.rows:
+            out.pack = computed.pack.finish(_provenance(sources, ()))
+            out.series = len(computed.pack.symbols)
+            out.stats = computed.stats
+        elif features is not None and spec is not None:
+            _pack(task, spec, store, stored, features, sources, out)
         out.tables = [w.result() for w in written]
     return out
+
+
+def _take_rows(rows: Handoff[pa.Table], held: Future[pa.Table | None]) -> TakenRows:
+    return take_rows(rows, held.result())
+
+
+def _take_features(
+    rows: Handoff[SymbolFeatures | None],
+    pack: PackWriter,
+    spec: FeatureSpec,
+    held: Future[StoredFeatures | None],
+) -> TakenFeatures:
+    return take_features(rows, pack, spec, held.result())
 
 
 def _write_tables(
@@ -313,48 +257,31 @@ def _write_tables(
     task: AssembleTask,
     store: Store,
     stored: StoredSession,
-    events: dict[EventKind, Merge[pa.Table]],
-    encoding: dict[EventKind, Future[TableEncoder | None]],
+    events: dict[EventKind, Merge[pa.Table] | TableEncoder],
     files: dict[EventKind, list[SourceFile]],
     out: AssembleResult,
 ) -> list[Future[TableRecord]]:
-    """Each kind's table of the session on ``pool`` (the published one when it is
-    unchanged; the one encoded as the blocks were merged when the job's rows are the
-    table); the per-symbol tables they take the place of go to ``out``."""
+    """Each kind's table of the session on ``pool``: the one encoded as the blocks came
+    when the job's rows are the table, else the job's rows merged with the stored ones
+    (the published table when they are unchanged); the per-symbol tables they take the
+    place of go to ``out``."""
     written = []
-    for kind, merge in events.items():
+    for kind, rows in events.items():
         published = stored.tables.get(kind.value)
         removed = stored.symbol_table_keys(kind)
         out.removed_tables += removed
-        if merge.unchanged and published is not None and not removed:
-            written.append(_done(published))
-            continue
-        kept = stored.sources(kind) if merge.kept else ()
         where = {"kind": kind.value, "symbol": ALL_SYMBOLS, "session": task.session}
-        sources = _provenance(files[kind], kept)
-        if (encoder := encoding[kind].result()) is not None:
+        if isinstance(rows, TableEncoder):
+            sources = _provenance(files[kind], ())
             written.append(
-                _run(pool, store.write_encoded_table, **where, encoder=encoder, sources=sources)
+                _run(pool, store.write_encoded_table, **where, encoder=rows, sources=sources)
             )
+        elif rows.unchanged and published is not None and not removed:
+            written.append(_done(published))
         else:
-            written.append(
-                _run(pool, store.write_table, **where, table=merge.rows, sources=sources)
-            )
+            sources = _provenance(files[kind], stored.sources(kind) if rows.kept else ())
+            written.append(_run(pool, store.write_table, **where, table=rows.rows, sources=sources))
     return written
-
-
-def _encode(
-    rows: list[Future[dict[EventKind, Merged]]], kind: EventKind, held: Future[pa.Table | None]
-) -> TableEncoder | None:
-    """The session's table of ``kind``, encoded block by block as the blocks are merged;
-    None when the store holds rows of the kind in the session (the table's rows are then
-    known only once they are merged with the job's)."""
-    if held.result() is not None:
-        return None
-    encoder = Store.table_encoder(ALL_SYMBOLS)
-    for block in rows:
-        encoder.append(block.result()[kind].table)
-    return encoder
 
 
 def _pack(
@@ -391,71 +318,12 @@ def _pack(
             sources=_provenance(sources, kept),
         )
     out.series = len(rows.symbols)
-    _add_stats(spec, rows.ts, rows.values, out)
-
-
-def _add_stats(
-    spec: FeatureSpec,
-    ts: npt.NDArray[np.int64],
-    values: npt.NDArray[np.float32],
-    out: AssembleResult,
-) -> None:
-    """Add the rows of the spec's stats period to the session's statistics."""
-    if spec.stats_period is not None:
-        start, end = spec.stats_period
-        inside = (ts >= start) & (ts < end)
-        if inside.any():
-            out.stats.add(values[inside])
-
-
-def _append_blocks(
-    pack: PackWriter, blocks: list[Future[_Block]], held: Future[StoredFeatures | None]
-) -> PackWriter | None:
-    """The session's pack with each block's feature rows appended as the block is
-    computed; None when the store holds feature rows of the session (the pack's rows are
-    then known only once they are merged with the job's)."""
-    if held.result() is not None:
-        return None
-    for block in blocks:
-        computed = block.result().features
-        if computed is None:
-            continue
-        counts = np.diff(computed.offsets)
-        with_rows = np.flatnonzero(counts)
-        if with_rows.size:
-            pack.append(
-                [computed.symbols[i] for i in with_rows.tolist()],
-                np.concatenate([[0], np.cumsum(counts[with_rows])]),
-                computed.features.ts,
-                computed.features.values,
-                computed.features.labels,
-            )
-    return pack
+    out.stats.add_period(spec, rows.ts, rows.values)
 
 
 def _provenance(job: list[SourceFile], kept: tuple[SourceFile, ...]) -> list[SourceFile]:
     """The job's input files and those of the stored rows kept beside them, by path."""
     return sorted({*job, *kept}, key=lambda f: (f.path, f.sha256))
-
-
-def _block_features(
-    spec: FeatureSpec | None, market: dict[EventKind, Merged]
-) -> SymbolFeatures | None:
-    """The features of one block's symbols; None without a spec or rows on its clock."""
-    from ticktensor.ingest.features import compute_session_features
-
-    if spec is None or not market:
-        return None
-    clock_kind = CLOCK_INPUTS[spec.clock][0]
-    if clock_kind not in market or market[clock_kind].table.num_rows == 0:
-        return None
-    # Every market kind of the session, empty ones too, so that a symbol sees the same
-    # inputs whichever block it falls in; the symbols as codes, not text.
-    return compute_session_features(
-        {k: m.table.set_column(m.table.schema.get_field_index("symbol"), "symbol", m.symbols)
-         for k, m in market.items()},
-        spec,
-    )  # fmt: skip
 
 
 def _pool(threads: int, name: str) -> AbstractContextManager[ThreadPoolExecutor | None]:
@@ -482,13 +350,13 @@ def _notes(
     task: AssembleTask,
     spec: FeatureSpec,
     market: list[EventKind],
-    blocks: list[_Block],
+    blocks: list[BlockSummary],
     out: AssembleResult,
 ) -> Counter[str]:
     """The notes per symbol of the session's features (to ``out``) and each symbol's
     feature rows."""
     clock, clock_kind = spec.clock, CLOCK_INPUTS[spec.clock][0]
-    present = {k: {s for b in blocks for s in b.merged[k].present} for k in market}
+    present = {k: {s for b in blocks for s in b.kinds[k].present} for k in market}
     notes: list[tuple[str, str]] = []  # (symbol, note): listed by symbol, as the report is
     on_clock = present.get(clock_kind, set())
     for symbol in set().union(*present.values()) - on_clock:
@@ -509,45 +377,3 @@ def _notes(
         notes.append((symbol, f"{symbol}/{task.session}: {beyond}"))
     out.notes = [n for _, n in sorted(notes)]
     return rows
-
-
-def _joined(blocks: list[_Block], rows: Counter[str]) -> PackData | None:
-    """The job's feature rows of the session, of the symbols with any; None when no
-    symbol has feature rows."""
-    computed = [b.features for b in blocks if b.features is not None]
-    if not computed or sum(rows.values()) == 0:
-        return None
-    # Blocks are ranges of the sorted symbols: their rows, one after the other, are
-    # every symbol's rows in symbol order.
-    symbols = tuple(sorted(s for s, n in rows.items() if n))
-    return PackData(
-        symbols,
-        np.concatenate([[0], np.cumsum([rows[s] for s in symbols])]).astype(np.int64),
-        _concatenated([p.features.ts for p in computed]),
-        _concatenated([p.features.values for p in computed]),
-        _concatenated([p.features.labels for p in computed]),
-    )
-
-
-def _concatenated(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
-    """The blocks' arrays one after the other; the array itself when there is one."""
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-
-def _infinite(features: FeatureArrays) -> npt.NDArray[np.int64]:
-    """Per row: values (features and labels) that are +/-inf, beyond float32's range (or
-    infinite already in the events)."""
-    per_row = np.zeros(len(features.ts), dtype=np.int64)
-    for values in (features.values, features.labels):
-        # Summing a row's flags costs several times finding none, the usual case.
-        if values.size and np.isinf(values).any():
-            per_row += np.isinf(values).sum(axis=1)
-    return per_row
-
-
-def _per_symbol(
-    per_row: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
-    """``per_row`` summed over each symbol's rows."""
-    total = np.concatenate([[0], np.cumsum(per_row)])
-    return np.asarray(total[offsets[1:]] - total[offsets[:-1]], dtype=np.int64)

@@ -16,16 +16,11 @@ import pyarrow.compute as pc
 from tqdm import tqdm
 
 from ticktensor.errors import ConfigError, TickTensorError, VersionConflictError
-from ticktensor.ingest._assemble import (
-    BLOCK_ROWS,
-    AssembleResult,
-    AssembleTask,
-    StatsPartial,
-    assemble,
-)
+from ticktensor.ingest._assemble import BLOCK_ROWS, AssembleResult, AssembleTask, assemble
 from ticktensor.ingest._convert import ConvertTask, FileResult, convert_file
 from ticktensor.ingest._engines import make_engine
 from ticktensor.ingest._quarantine import QUARANTINE_SCHEMA
+from ticktensor.ingest._session_stats import StatsPartial
 from ticktensor.ingest._sources import Input, expand_inputs
 from ticktensor.ingest._staging import Staging, group_parts
 from ticktensor.ingest._stored import StoredSession

@@ -1,0 +1,55 @@
+"""Handoff in order: items numbered 0..n-1 come in any order, one consumer takes them in order.
+
+A session's blocks are computed on several threads and finish in any order, while its
+table and its pack take the blocks' rows in block order. A :class:`Handoff` holds each
+item only until the consumer has taken it, so a session's rows are held once, not
+once per block in flight plus once per consumer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+__all__ = ["Handoff"]
+
+T = TypeVar("T")
+
+
+class Handoff(Generic[T]):
+    """Items ``0..count-1`` put by producers in any order, taken in order by one consumer.
+
+    A producer that fails puts its exception in place of its item: the consumer raises
+    it when it reaches that number.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._items: dict[int, T] = {}
+        self._errors: dict[int, BaseException] = {}
+        self._ready = threading.Condition()
+
+    def put(self, number: int, item: T) -> None:
+        with self._ready:
+            self._items[number] = item
+            self._ready.notify_all()
+
+    def fail(self, number: int, error: BaseException) -> None:
+        with self._ready:
+            self._errors[number] = error
+            self._ready.notify_all()
+
+    def __iter__(self) -> Iterator[T]:
+        """Each item in order, waiting for it; the handoff lets go of it as it is taken."""
+        for number in range(self.count):
+            with self._ready:
+                self._ready.wait_for(lambda n=number: self._arrived(n))  # type: ignore[misc]
+                if number in self._errors:
+                    raise self._errors.pop(number)
+                item = self._items.pop(number)
+            yield item
+            del item
+
+    def _arrived(self, number: int) -> bool:
+        return number in self._items or number in self._errors
