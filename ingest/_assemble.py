@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -138,6 +138,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
     spec = task.spec if market else None
     blocks = len(session.blocks)
     with (
+        ExitStack() as cleanup,  # exits last: after the pools' tasks are done
         _pool(task.threads, "ticktensor-session") as pool,
         # Besides the task's threads, one per table and one for the pack: they mostly
         # wait for the blocks.
@@ -176,6 +177,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
                 label_names=spec.label_names,
                 layout=task.layout,
             )
+            cleanup.callback(new_pack.close)  # what it stored, unless it finished
             pack = _run(
                 writer,
                 _take_features,

@@ -198,18 +198,42 @@ class Location:
         if exists and self.exists(rel):
             parts = [data] if isinstance(data, bytes | bytearray | memoryview) else list(data)
             size = sum(len(p) for p in parts)
-            if (
-                self.size(rel) == size
-                and hashlib.sha256(self.read_bytes(rel)).hexdigest() == sha256
-            ):
-                return False
-            raise StoreError(
-                f"{self.display(rel)} exists with other bytes than this write's; it may belong "
-                "to a published version (written by another ticktensor version): write with "
-                "another layout, or remove it with `ticktensor verify --repair` if no version "
-                "refers to it"
-            )
+            if not self._holds(rel, size, sha256):
+                raise self._other_bytes(rel)
+            return False
         self.write_atomic(rel, data, durable=False)  # flushed at the commit
+        return True
+
+    def _holds(self, rel: str, size: int, sha256: str) -> bool:
+        """Whether the file ``rel`` holds ``size`` bytes of sha256 ``sha256``."""
+        return self.size(rel) == size and hashlib.sha256(self.read_bytes(rel)).hexdigest() == sha256
+
+    def _other_bytes(self, rel: str) -> StoreError:
+        return StoreError(
+            f"{self.display(rel)} exists with other bytes than this write's; it may belong "
+            "to a published version (written by another ticktensor version): write with "
+            "another layout, or remove it with `ticktensor verify --repair` if no version "
+            "refers to it"
+        )
+
+    def move_content_addressed(self, src: str, rel: str, sha256: str, *, exists: bool) -> bool:
+        """Move the finished file ``src`` (of this local store) to ``rel`` of a
+        content-addressed folder; ``False`` when ``rel`` is already there with these bytes
+        (``sha256``), and ``src`` is then removed. The rules of
+        :meth:`write_content_addressed` hold: a file at ``rel`` with other bytes is a
+        ``StoreError``, and a folder that was there (``exists``) is never removed.
+        """
+        if not self.is_local:
+            raise StoreError(f"{self.display(src)}: files move within a local store only")
+        if exists and self.exists(rel):
+            if not self._holds(rel, os.path.getsize(self.path(src)), sha256):
+                raise self._other_bytes(rel)
+            os.unlink(self.path(src))
+            return False
+        target = self.path(rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with self._naming(rel):
+            os.replace(self.path(src), target)
         return True
 
     def remove_tree(self, rel: str) -> None:

@@ -12,8 +12,10 @@ needs every row. :func:`write_pack` is the same writer given every row at once.
 from __future__ import annotations
 
 import hashlib
+import os
+import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +23,7 @@ import numpy.typing as npt
 from ticktensor.errors import SchemaError
 
 from ._layout import Codec, Layout
-from ._location import Location
+from ._location import Location, safe_component
 from ._manifest import FileEntry, PackRecord, SourceFile, sha256_hex
 from ._packs import (
     PACK_FORMAT_VERSION,
@@ -39,7 +41,8 @@ from ._zarr_write import (
     chunk_codec,
     group_file,
     padded_chunk,
-    shard_objects,
+    shard_index,
+    shard_key,
     sharding_document,
 )
 
@@ -55,15 +58,25 @@ class _Chunks:
     (``digests``), its raw little-endian bytes (``raw_digests``, for the content hash;
     the same hash when the codec stores raw bytes), and the running hash of its shard's
     object (``per_shard`` chunks each). Rows short of a chunk wait for the next block.
+    The stored chunks are handed to ``spill(shard, data)`` when given, else held.
     """
 
-    def __init__(self, dtype: np.dtype[Any], chunk_rows: int, per_shard: int, layout: Layout):
+    def __init__(
+        self,
+        dtype: np.dtype[Any],
+        chunk_rows: int,
+        per_shard: int,
+        layout: Layout,
+        spill: Callable[[int, Buffer], None] | None = None,
+    ) -> None:
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.per_shard = per_shard
         self.encode = chunk_codec(layout, dtype.itemsize)
         self.raw_is_stored = layout.codec == Codec.NONE
-        self.chunks: list[Buffer] = []
+        self.spill = spill
+        self.held: list[Buffer] = []
+        self.sizes: list[int] = []
         self.digests: list[bytes] = []
         self.raw_digests: list[bytes] = []
         self.shards: list[Any] = []  # hashlib's sha256 of each shard's object so far
@@ -71,7 +84,7 @@ class _Chunks:
         self._waiting_rows = 0
 
     def append(self, data: npt.NDArray[Any]) -> None:
-        """Take ``data``'s rows (kept as views: ``data`` must not change afterwards)."""
+        """Take ``data``'s rows (held as views until stored: ``data`` must not change)."""
         data = np.ascontiguousarray(data).astype(self.dtype.newbyteorder("<"), copy=False)
         lo = 0
         if self._waiting_rows:
@@ -106,12 +119,65 @@ class _Chunks:
         stored = self.encode(chunk)
         digest = hashlib.sha256(stored).digest()
         self.raw_digests.append(digest if self.raw_is_stored else hashlib.sha256(raw).digest())
-        shard = len(self.chunks) // self.per_shard
+        shard = len(self.sizes) // self.per_shard
         if shard == len(self.shards):
             self.shards.append(hashlib.sha256())
         self.shards[shard].update(stored)
-        self.chunks.append(stored)
+        if self.spill is None:
+            self.held.append(stored)
+        else:
+            self.spill(shard, stored)
+        self.sizes.append(len(stored))
         self.digests.append(digest)
+
+
+class _Spill:
+    """The shard objects of a pack being written, as files of a working folder of a local
+    store that each chunk is written to as it comes, so that a block's rows need not
+    stay in memory until the pack is finished.
+
+    :meth:`move` moves a finished object into the pack's folder; :meth:`discard`
+    removes the working folder (``verify --repair`` removes one a killed writer left:
+    no version refers to it).
+    """
+
+    def __init__(self, location: Location, session: str) -> None:
+        self.location = location
+        self.folder = f"packs/{safe_component(session)}.writing-{uuid.uuid4().hex[:12]}"
+        self._files: dict[tuple[str, int], IO[bytes]] = {}
+
+    def writer(self, array: str) -> Callable[[int, Buffer], None]:
+        """What writes ``array``'s stored chunks, shard by shard."""
+
+        def write(shard: int, data: Buffer) -> None:
+            f = self._files.get((array, shard))
+            if f is None:
+                path = self.location.path(self._rel(array, shard))
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                f = self._files[array, shard] = open(path, "wb")  # noqa: SIM115 (closed by move)
+            f.write(data)
+
+        return write
+
+    def move(
+        self, array: str, shard: int, index: bytes, rel: str, digest: str, existed: bool
+    ) -> int:
+        """End the shard's object with its ``index`` and move it to ``rel``; its size."""
+        f = self._files.pop((array, shard))
+        with f:
+            f.write(index)
+            size = f.tell()
+        self.location.move_content_addressed(self._rel(array, shard), rel, digest, exists=existed)
+        return size
+
+    def discard(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+        self.location.remove_tree(self.folder)
+
+    def _rel(self, array: str, shard: int) -> str:
+        return f"{self.folder}/{array}/{shard}"
 
 
 class PackWriter:
@@ -119,9 +185,11 @@ class PackWriter:
 
     Blocks come in symbol order: each block's symbols sorted, distinct and after the
     previous block's, each with rows (``offsets`` from 0, as :func:`write_pack` takes
-    them). :meth:`finish` writes the pack and returns its record; until then nothing is
-    stored, so a writer can be dropped. The arrays appended must not change until then
-    (uncompressed chunks are views of them).
+    them). :meth:`finish` writes the pack and returns its record; :meth:`close` drops a
+    writer that will not finish. On a local store each chunk is written to a working
+    folder as it comes (moved into the pack's folder by :meth:`finish`); on an object
+    store the chunks are held in memory until then. The arrays appended must not change
+    until their chunks are stored (uncompressed chunks are views of them).
     """
 
     def __init__(
@@ -153,8 +221,16 @@ class PackWriter:
         }
         if self.label_names:
             dtypes["labels"] = np.dtype(np.float32)
+        self._spill = _Spill(location, session) if location.is_local else None
+        self._finished = False
         self._arrays = {
-            name: _Chunks(dtype, layout.chunk_rows, per_shard, layout)
+            name: _Chunks(
+                dtype,
+                layout.chunk_rows,
+                per_shard,
+                layout,
+                None if self._spill is None else self._spill.writer(name),
+            )
             for name, dtype in dtypes.items()
         }
 
@@ -205,6 +281,20 @@ class PackWriter:
         """
         if not self.rows:
             raise SchemaError(f"pack {self.session}: needs at least one row, got 0")
+        if self._finished:
+            raise SchemaError(f"pack {self.session}: the writer is finished or closed")
+        try:
+            return self._finish(sources)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Drop what was stored of a pack that is not finished (nothing once it is)."""
+        self._finished = True
+        if self._spill is not None:
+            self._spill.discard()
+
+    def _finish(self, sources: Sequence[SourceFile]) -> PackRecord:
         chunk_rows = min(self.layout.chunk_rows, self.rows)
         shard_rows = shard_rows_for(self.rows, len(self.feature_names), chunk_rows)
         for chunks in self._arrays.values():
@@ -256,15 +346,21 @@ class PackWriter:
                 self._location.write_atomic(f"{rel}/{key}", parts, durable=False)
             files[key] = FileEntry(digest, sum(len(p) for p in parts))
 
+        per_shard = shard_rows // chunk_rows
         for name, chunks in self._arrays.items():
             shape = (self.rows, *self._columns(name))
             put(f"{name}/zarr.json", [self._document(name, shape, chunk_rows, shard_rows)])
-            for shard, (key, parts) in enumerate(
-                shard_objects(chunks.chunks, shard_rows // chunk_rows, len(shape))
-            ):
-                digest = chunks.shards[shard].copy()
-                digest.update(parts[-1])  # the shard's index, after its chunks
-                put(f"{name}/{key}", parts, digest.hexdigest())
+            for shard, first in enumerate(range(0, len(chunks.sizes), per_shard)):
+                key = f"{name}/{shard_key(shard, len(shape))}"
+                index = shard_index(chunks.sizes[first : first + per_shard], per_shard)
+                running = chunks.shards[shard].copy()
+                running.update(index)  # the shard's index, after its chunks
+                digest = running.hexdigest()
+                if self._spill is not None:
+                    size = self._spill.move(name, shard, index, f"{rel}/{key}", digest, existed)
+                    files[key] = FileEntry(digest, size)
+                else:
+                    put(key, [*chunks.held[first : first + per_shard], index], digest)
         digests = b"".join(d for chunks in self._arrays.values() for d in chunks.digests)
         hashes = np.frombuffer(digests, dtype=np.uint8).reshape(len(self._arrays), -1, 32)
         for key, blob in array_files(

@@ -183,17 +183,18 @@ def chunk_codec(layout: Layout, itemsize: int) -> Callable[[npt.NDArray[Any]], B
     return lambda chunk: bytes(compressor.encode(chunk.tobytes()))
 
 
-def shard_objects(
-    encoded: Sequence[Buffer], per_shard: int, ndim: int
-) -> Iterator[tuple[str, list[Buffer]]]:
-    """``(key, parts)`` of each shard holding ``encoded`` inner chunks, ``per_shard`` at a
-    time: the chunks back to back, then the index (absent chunks past the array's end
-    marked ``2**64 - 1``). The parts joined are the object's bytes."""
-    suffix = "/0" * (ndim - 1)
-    for shard, first in enumerate(range(0, len(encoded), per_shard)):
-        parts = list(encoded[first : first + per_shard])
-        index = np.full((per_shard, 2), _ABSENT, dtype="<u8")
-        sizes = np.array([len(p) for p in parts], dtype=np.uint64)
-        index[: len(parts), 1] = sizes
-        index[: len(parts), 0] = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
-        yield f"c/{shard}{suffix}", [*parts, index.tobytes()]
+def shard_key(shard: int, ndim: int) -> str:
+    """The key of shard ``shard`` of an array of ``ndim`` dimensions, sharded along its
+    first axis only (Zarr v3's default chunk key encoding)."""
+    return f"c/{shard}" + "/0" * (ndim - 1)
+
+
+def shard_index(sizes: Sequence[int], per_shard: int) -> bytes:
+    """The index that ends a shard of ``per_shard`` chunk slots holding chunks of
+    ``sizes`` bytes back to back from byte 0: ``(offset, nbytes)`` little-endian
+    ``uint64`` pairs, slots past the array's end marked ``2**64 - 1`` (absent)."""
+    index = np.full((per_shard, 2), _ABSENT, dtype="<u8")
+    nbytes = np.array(sizes, dtype=np.uint64)
+    index[: len(sizes), 1] = nbytes
+    index[: len(sizes), 0] = np.concatenate([[0], np.cumsum(nbytes)[:-1]]).astype(np.uint64)
+    return index.tobytes()

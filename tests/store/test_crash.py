@@ -34,7 +34,7 @@ CHILD = textwrap.dedent(
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
-    writes = 0  # files of segments or packs written so far (metadata, chunks, shards)
+    writes = 0  # files of segments or packs stored so far (metadata, chunks, shards)
 
     orig_write = _location.Location.write_atomic
     def write_atomic(self, rel, data, **options):
@@ -56,10 +56,26 @@ CHILD = textwrap.dedent(
 
     orig_replace = os.replace
     def replace(src, dst):
+        global writes
+        if ".writing-" in str(src):  # a shard a local pack wrote as it went, moved in
+            writes += 1
+            if crash_at == "chunk" and writes == arg:
+                die()
         if crash_at == "rename" and str(dst).endswith("latest.json"):
             die()
         return orig_replace(src, dst)
     os.replace = replace
+
+    from ticktensor.store import _pack_writer
+    orig_spill = _pack_writer._Spill.writer
+    def spill_writer(self, array):
+        write = orig_spill(self, array)
+        def dying_write(shard, data):
+            write(shard, data)
+            if crash_at == "spill":
+                die()
+        return dying_write
+    _pack_writer._Spill.writer = spill_writer
 
     import pyarrow as pa
     from ticktensor.store import migrate
@@ -130,8 +146,11 @@ def _snapshot(store: Store) -> tuple[bytes, list[np.ndarray]]:
         ("segments", "checkpoint", 0, 2),
         ("segments", "manifest", 0, 2),
         ("segments", "pointer", 0, 2),
-        # A pack is 9 objects: the group, 3 arrays and chunk_sha256, each zarr.json + shard.
+        # A pack is 9 objects: the group, 3 arrays and chunk_sha256, each zarr.json + shard;
+        # its shards are written as the rows come ("spill"), then moved into its folder.
+        ("pack", "spill", 0, 10),
         ("pack", "chunk", 1, 10),
+        ("pack", "chunk", 2, 10),
         ("pack", "chunk", 5, 10),
         ("pack", "chunk", 9, 10),
         ("pack", "table", 0, 10),

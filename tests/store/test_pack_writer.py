@@ -159,3 +159,51 @@ def test_a_pack_of_an_unknown_format_is_refused(tmp_path: Path) -> None:
     files = {**record.files, "zarr.json": FileEntry(hashlib.sha256(raw).hexdigest(), len(raw))}
     with pytest.raises(FormatVersionError, match="format_version 99"):
         read_pack_index(Location(str(tmp_path / "s")), replace(record, files=files))
+
+
+def _writing(root: Path) -> list[Path]:
+    return sorted((root / "packs").glob("*.writing-*")) if (root / "packs").exists() else []
+
+
+def test_a_local_writer_stores_chunks_as_they_come_and_moves_them_at_the_end(
+    tmp_path: Path,
+) -> None:
+    store = Store.create(str(tmp_path / "s"))
+    writer = store.pack_writer(
+        session="2024-01-02", feature_names=FEATURES, layout=Layout(chunk_rows=64)
+    )
+    data = _session([300, 200])
+    writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
+    (working,) = _writing(tmp_path / "s")
+    assert sum(p.stat().st_size for p in working.rglob("*") if p.is_file()) > 0
+    record = writer.finish()
+    assert _writing(tmp_path / "s") == []
+    version = store.commit(packs=[record])
+    np.testing.assert_array_equal(version.read_pack(record, verify=True).values, data["values"])
+
+
+def test_a_writer_closed_unfinished_leaves_nothing(tmp_path: Path) -> None:
+    store = Store.create(str(tmp_path / "s"))
+    writer = store.pack_writer(
+        session="2024-01-02", feature_names=FEATURES, layout=Layout(chunk_rows=64)
+    )
+    data = _session([300])
+    writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
+    writer.close()
+    assert _writing(tmp_path / "s") == []
+    with pytest.raises(SchemaError, match="finished or closed"):
+        writer.finish()
+
+
+def test_repair_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
+    store = Store.create(str(tmp_path / "s"))
+    writer = store.pack_writer(
+        session="2024-01-02", feature_names=FEATURES, layout=Layout(chunk_rows=64)
+    )
+    data = _session([300])
+    writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
+    assert _writing(tmp_path / "s")  # the writer dies here: nothing closes it
+    report = store.repair(grace_s=0)
+    assert any(".writing-" in rel for rel, _ in report.removed)
+    assert _writing(tmp_path / "s") == []
+    writer.close()  # the test's process lives on: its open files
