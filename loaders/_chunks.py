@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +25,6 @@ from ticktensor._memory import fresh_buffer
 from ticktensor.errors import StoreCorruptError
 from ticktensor.kernels import map_file
 from ticktensor.store import (
-    ChunkMap,
     PackRecord,
     SegmentRecord,
     StoredChunk,
@@ -40,6 +39,7 @@ __all__ = [
     "LoadTimes",
     "Record",
     "SourcePart",
+    "Sources",
     "read_array",
 ]
 
@@ -78,6 +78,99 @@ class SourcePart:
     @property
     def rows(self) -> int:
         return self.hi - self.lo
+
+
+@dataclass(frozen=True)
+class Sources:
+    """A dataset's sources as columns: source ``s`` reads parts ``first[s]:first[s + 1]``
+    laid end to end, part ``k`` being rows ``[lo[k], hi[k])`` of ``records[record[k]]``.
+
+    ``symbol[s]`` is the source's one symbol (``None`` for a whole pack); ``phase[s]`` the
+    rows of the symbol's series before its first part that were left unread (joined
+    series only), so the stride grid does not depend on the time filter.
+    """
+
+    records: tuple[Record, ...]
+    record: Int64s
+    lo: Int64s
+    hi: Int64s
+    first: Int64s
+    symbol: tuple[str | None, ...]
+    phase: Int64s
+
+    @classmethod
+    def of(cls, sources: Sequence[Sequence[SourcePart]]) -> Sources:
+        """The sources made of ``sources``' parts (phase 0)."""
+        parts = [part for source in sources for part in source]
+        counts = [len(source) for source in sources]
+        return cls(
+            tuple(part.record for part in parts),
+            np.arange(len(parts), dtype=np.int64),
+            np.asarray([part.lo for part in parts], dtype=np.int64),
+            np.asarray([part.hi for part in parts], dtype=np.int64),
+            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            tuple(source[0].symbol for source in sources),
+            np.zeros(len(sources), dtype=np.int64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.symbol)
+
+    @property
+    def rows(self) -> Int64s:
+        """Rows of each source."""
+        ends = np.concatenate([[0], np.cumsum(self.hi - self.lo)]).astype(np.int64)
+        rows: Int64s = ends[self.first[1:]] - ends[self.first[:-1]]
+        return rows
+
+    def part_offsets(self) -> Int64s:
+        """Where each part's rows start within its source's rows."""
+        ends = np.concatenate([[0], np.cumsum(self.hi - self.lo)]).astype(np.int64)
+        base = np.repeat(ends[self.first[:-1]], np.diff(self.first))
+        offsets: Int64s = ends[:-1] - base
+        return offsets
+
+    def distinct_records(self) -> tuple[list[Record], Int64s]:
+        """The distinct records (by path) some part reads, and each part's number among them."""
+        numbers: dict[str, int] = {}
+        distinct: list[Record] = []
+        of_record = np.zeros(len(self.records), dtype=np.int64)
+        for r in np.unique(self.record).tolist():
+            path = self.records[r].path
+            if path not in numbers:
+                numbers[path] = len(distinct)
+                distinct.append(self.records[r])
+            of_record[r] = numbers[path]
+        of_part: Int64s = of_record[self.record]
+        return distinct, of_part
+
+    def parts(self, source: int) -> tuple[SourcePart, ...]:
+        """Source ``source``'s parts, in order."""
+        symbol = self.symbol[source]
+        at = slice(int(self.first[source]), int(self.first[source + 1]))
+        return tuple(
+            SourcePart(self.records[r], lo, hi, symbol)
+            for r, lo, hi in zip(
+                self.record[at].tolist(), self.lo[at].tolist(), self.hi[at].tolist(), strict=True
+            )
+        )
+
+    def take(self, kept: Int64s) -> Sources:
+        """The sources ``kept``, in that order."""
+        counts = np.diff(self.first)[kept]
+        first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        parts = np.repeat(self.first[kept] - first[:-1], counts) + np.arange(
+            int(first[-1]), dtype=np.int64
+        )
+        return Sources(
+            self.records,
+            self.record[parts],
+            self.lo[parts],
+            self.hi[parts],
+            first,
+            tuple(self.symbol[s] for s in kept.tolist()),
+            self.phase[kept],
+        )
 
 
 @dataclass(frozen=True)
@@ -144,6 +237,43 @@ class ChunkFile:
         return describe(self.record)
 
 
+class ChunkFiles(Sequence[ChunkFile]):
+    """The chunks of a :class:`ChunkIndex` as :class:`ChunkFile` records, each made when
+    asked for: chunk ``i`` is rows ``[skips[i], skips[i] + rows[i])`` of ``stored[at[i]]``,
+    a stored chunk of ``records[at[i]]``."""
+
+    def __init__(
+        self,
+        stored: Sequence[StoredChunk],
+        records: Sequence[Record],
+        at: Int64s,
+        skips: Int64s,
+        rows: Int64s,
+    ) -> None:
+        self._stored = stored
+        self._records = records
+        self._at = at
+        self._skips = skips
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return int(self._at.shape[0])
+
+    @overload
+    def __getitem__(self, i: int) -> ChunkFile: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[ChunkFile]: ...
+
+    def __getitem__(self, i: int | slice) -> ChunkFile | list[ChunkFile]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        at = int(self._at[i])
+        return ChunkFile(
+            self._stored[at], self._records[at], int(self._skips[i]), int(self._rows[i])
+        )
+
+
 class ChunkIndex:
     """The chunks of every source of a dataset, numbered source by source.
 
@@ -155,69 +285,70 @@ class ChunkIndex:
     chunks, and :attr:`load_of` maps each chunk to its load, so that a stored chunk is read
     and decoded once for all of its pieces. Segments and whole packs have one chunk per load.
 
+    The index is computed for every part at once (no Python per part or chunk); only the
+    loads are made as :class:`ChunkFile` records up front.
+
     Parameters
     ----------
     version
         The store version the parts belong to.
     sources
-        Per source, its parts in order.
+        The sources and their parts.
     """
 
-    def __init__(self, version: StoreVersion, sources: Sequence[Sequence[SourcePart]]) -> None:
-        maps: dict[str, ChunkMap] = {}
-        self.files: list[ChunkFile] = []
-        self.chunk_starts: list[Int64s] = []
-        rows = []
-        for parts in sources:
-            starts: list[int] = []
-            offset = 0
-            for part in parts:
-                chunk_map = maps.get(part.record.path)
-                if chunk_map is None:
-                    chunk_map = maps[part.record.path] = version.chunk_map(part.record, "values")
-                for stored in chunk_map.covering(part.lo, part.hi):
-                    lo = max(stored.row_start, part.lo)
-                    hi = min(stored.row_start + stored.rows, part.hi)
-                    self.files.append(
-                        ChunkFile(stored, part.record, lo - stored.row_start, hi - lo)
-                    )
-                    starts.append(offset + lo - part.lo)
-                offset += part.rows
-            self.chunk_starts.append(np.asarray(starts, dtype=np.int64))
-            rows.append(offset)
-        self.source_rows: Int64s = np.asarray(rows, dtype=np.int64)
-        counts = [s.shape[0] for s in self.chunk_starts]
-        self.first_chunk: Int64s = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        self._row_base = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
+    def __init__(self, version: StoreVersion, sources: Sources) -> None:
+        records, held = sources.distinct_records()
+        stored, owners, first_stored, chunk_rows, array_rows = _stored_chunks(version, records)
+        row_start = np.asarray([c.row_start for c in stored], dtype=np.int64)
+        stored_rows = np.asarray([c.rows for c in stored], dtype=np.int64)
+        lo, hi = sources.lo, sources.hi
+        outside = np.flatnonzero((lo < 0) | (hi < lo) | (hi > array_rows[held]))
+        if outside.size:
+            k = int(outside[0])
+            raise IndexError(f"rows {lo[k]}:{hi[k]} outside the array's {array_rows[held[k]]} rows")
+        step = chunk_rows[held]
+        first = lo // step
+        count = np.where(hi > lo, (hi - 1) // step + 1 - first, 0)
+        total = int(count.sum())
+        part = np.repeat(np.arange(lo.shape[0], dtype=np.int64), count)
+        # Per part a base, then its consecutive stored chunks.
+        base = first_stored[held] + first - (np.cumsum(count) - count)
+        at = np.repeat(base, count) + np.arange(total, dtype=np.int64)
+        piece_lo = np.maximum(row_start[at], lo[part])
+        piece_hi = np.minimum(row_start[at] + stored_rows[at], hi[part])
+        starts = sources.part_offsets()[part] + piece_lo - lo[part]
+        self.skips: Int64s = piece_lo - row_start[at]
+        self.files = ChunkFiles(stored, owners, at, self.skips, piece_hi - piece_lo)
+        self.source_rows: Int64s = sources.rows
+        self.first_chunk: Int64s = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)[
+            sources.first
+        ]
+        self.chunk_starts: list[Int64s] = np.split(starts, self.first_chunk[1:-1])
+        self._row_base = np.concatenate([[0], np.cumsum(self.source_rows)[:-1]]).astype(np.int64)
         # Chunk starts as rows of all sources laid end to end: one searchsorted finds any chunk.
-        self._global_starts = np.concatenate(
-            [base + s for base, s in zip(self._row_base, self.chunk_starts, strict=True)]
-            or [np.empty(0, np.int64)]
-        )
-        self.skips: Int64s = np.asarray([f.skip for f in self.files], dtype=np.int64)
-        self._group_loads()
+        self._global_starts: Int64s = np.repeat(self._row_base, np.diff(self.first_chunk)) + starts
+        self._group_loads(at, stored, owners)
 
-    def _group_loads(self) -> None:
-        keys: dict[tuple[str, int], int] = {}
-        self.loads: list[ChunkFile] = []
-        load_of = np.empty(len(self.files), dtype=np.int64)
-        for i, file in enumerate(self.files):
-            key = (file.rel, file.index)
-            load = keys.get(key)
-            if load is None:
-                load = keys[key] = len(self.loads)
-                whole = file.skip == 0 and file.rows == file.stored.rows
-                self.loads.append(
-                    file if whole else ChunkFile(file.stored, file.record, 0, file.stored.rows)
-                )
-            load_of[i] = load
-        self.load_of: Int64s = load_of
+    def _group_loads(
+        self, at: Int64s, stored: Sequence[StoredChunk], owners: Sequence[Record]
+    ) -> None:
+        """The distinct stored chunks ``at`` names, numbered in order of first use."""
+        distinct, first_use, inverse = np.unique(at, return_index=True, return_inverse=True)
+        order = np.argsort(first_use, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.shape[0])
+        self.load_of: Int64s = rank[inverse.reshape(-1)].astype(np.int64)
+        self.loads: list[ChunkFile] = [
+            ChunkFile(stored[k], owners[k], 0, stored[k].rows) for k in distinct[order].tolist()
+        ]
         self.one_to_one = len(self.loads) == len(self.files)
-        self._by_load = np.argsort(load_of, kind="stable")
-        self._load_ptr = np.searchsorted(load_of[self._by_load], np.arange(len(self.loads) + 1))
+        self._by_load = np.argsort(self.load_of, kind="stable")
+        self._load_ptr = np.searchsorted(
+            self.load_of[self._by_load], np.arange(len(self.loads) + 1)
+        )
 
     def __len__(self) -> int:
-        return len(self.files)
+        return int(self.skips.shape[0])
 
     def pieces(self, load: int) -> list[int]:
         """The chunks that are pieces of load ``load``."""
@@ -268,6 +399,24 @@ class ChunkIndex:
         steps = np.arange(span + 1, dtype=np.int64)
         every = first[:, None] + steps[None, :]
         return np.unique(np.minimum(every, last[:, None]))
+
+
+def _stored_chunks(
+    version: StoreVersion, records: Sequence[Record]
+) -> tuple[list[StoredChunk], list[Record], Int64s, Int64s, Int64s]:
+    """The ``values`` chunks of ``records``, laid end to end.
+
+    Returns ``(stored, owners, first, chunk_rows, rows)``: every stored chunk and the record
+    it belongs to, and per record the index of its first chunk, its rows per chunk and its
+    array's rows.
+    """
+    maps = [version.chunk_map(record, "values") for record in records]
+    counts = [len(m.chunks) for m in maps]
+    owners = [record for record, n in zip(records, counts, strict=True) for _ in range(n)]
+    first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    chunk_rows = np.asarray([max(m.chunk_rows, 1) for m in maps], dtype=np.int64)
+    rows = np.asarray([m.rows for m in maps], dtype=np.int64)
+    return [chunk for m in maps for chunk in m.chunks], owners, first, chunk_rows, rows
 
 
 def read_array(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -13,10 +13,9 @@ from ticktensor._memory import fresh_buffer
 from ticktensor.errors import ConfigError
 from ticktensor.store import PackRecord, SegmentRecord, StoreVersion
 
-from ._chunks import Record, SourcePart
+from ._chunks import Record, SourcePart, Sources
 
 __all__ = [
-    "Source",
     "Windows",
     "feature_columns",
     "normalization",
@@ -69,30 +68,6 @@ def normalization(version: StoreVersion, names: tuple[str, ...]) -> tuple[Floats
     return mean, std
 
 
-@dataclass(frozen=True)
-class Source:
-    """What one source of a dataset reads: ``parts`` laid end to end, in time order.
-
-    A source is one segment, one pack (every selected symbol of a session: windows are
-    cut within each symbol's rows) or, with ``cross_gaps``, one symbol's rows of
-    consecutive sessions (whole segments and its row ranges of packs). ``phase`` is the
-    number of rows of the symbol's series before the first part that were left unread
-    (joined series only), so the stride grid does not depend on the time filter.
-    """
-
-    parts: tuple[SourcePart, ...]
-    phase: int = 0
-
-    @property
-    def symbol(self) -> str | None:
-        """The source's one symbol; ``None`` for a pack."""
-        return self.parts[0].symbol
-
-    @property
-    def rows(self) -> int:
-        return sum(part.rows for part in self.parts)
-
-
 def select_sources(
     version: StoreVersion,
     symbols: Sequence[str] | None,
@@ -100,13 +75,16 @@ def select_sources(
     end: int | None,
     window: int,
     cross_gaps: bool,
-) -> list[Source]:
+) -> Sources:
     """The sources to read, in order: segments by symbol then time, then packs by time;
     with ``cross_gaps``, one source per symbol (its segments and pack rows by time).
 
-    Packs are selected by their session's time range and, with a symbol filter, by
-    holding one of the symbols; which rows of a pack a dataset reads is decided per
-    symbol when windows are cut (:func:`window_starts`).
+    A source is one segment, one pack (every selected symbol of a session: windows are
+    cut within each symbol's rows) or, with ``cross_gaps``, one symbol's rows of
+    consecutive sessions (whole segments and its row ranges of packs). Packs are selected
+    by their session's time range and, with a symbol filter, by holding one of the
+    symbols; which rows of a pack a dataset reads is decided per symbol when windows are
+    cut (:func:`window_starts`).
     """
     if symbols is not None:
         unknown = sorted(set(symbols) - set(version.symbols))
@@ -118,57 +96,113 @@ def select_sources(
     def in_range(record: Record) -> bool:
         return (start is None or record.ts_end >= start) and (end is None or record.ts_start < end)
 
-    by_symbol: dict[str, list[SegmentRecord]] = {}
     chosen = set(wanted)
-    for segment in version.segments:
-        if segment.symbol in chosen:
-            by_symbol.setdefault(segment.symbol, []).append(segment)
+    segments = [segment for segment in version.segments if segment.symbol in chosen]
     packs = sorted(version.packs, key=_time_key)
-    if not cross_gaps:
-        sources = [
-            Source((SourcePart(segment, 0, segment.rows, symbol),))
-            for symbol in wanted
-            for segment in sorted(by_symbol.get(symbol, ()), key=_time_key)
-            if in_range(segment)
-        ]
-        sources.extend(
-            Source((SourcePart(pack, 0, pack.rows, None),))
-            for pack in packs
-            if in_range(pack)
-            and (symbols is None or version.pack_index(pack).rows_of_many(wanted_names)[2].any())
-        )
-        return sources
-    ranges = [(pack, *version.pack_index(pack).rows_of_many(wanted_names)) for pack in packs]
-    sources = []
-    for i, symbol in enumerate(wanted):
-        parts = [SourcePart(s, 0, s.rows, symbol) for s in by_symbol.get(symbol, ())]
-        parts += [
-            SourcePart(pack, int(lo[i]), int(hi[i]), symbol)
-            for pack, lo, hi, held in ranges
-            if held[i] and hi[i] > lo[i]
-        ]
-        parts.sort(key=lambda part: _time_key(part.record))
-        hits = [k for k, part in enumerate(parts) if in_range(part.record)]
-        if not hits:
-            continue
-        first, need = hits[0], window - 1
-        while first > 0 and need > 0:  # earlier parts only feed the first windows' rows
-            first -= 1
-            need -= parts[first].rows
-        phase = sum(part.rows for part in parts[:first])
-        sources.append(Source(tuple(parts[first : hits[-1] + 1]), phase))
-    return sources
+    if cross_gaps:
+        return _joined_sources(version, wanted_names, segments, packs, in_range, window)
+    by_symbol: dict[str, list[SegmentRecord]] = {}
+    for segment in segments:
+        by_symbol.setdefault(segment.symbol, []).append(segment)
+    parts = [
+        (SourcePart(segment, 0, segment.rows, symbol),)
+        for symbol in wanted
+        for segment in sorted(by_symbol.get(symbol, ()), key=_time_key)
+        if in_range(segment)
+    ]
+    parts.extend(
+        (SourcePart(pack, 0, pack.rows, None),)
+        for pack in packs
+        if in_range(pack)
+        and (symbols is None or version.pack_index(pack).rows_of_many(wanted_names)[2].any())
+    )
+    return Sources.of(parts)
+
+
+def _joined_sources(
+    version: StoreVersion,
+    wanted: Names,
+    segments: Sequence[SegmentRecord],
+    packs: Sequence[PackRecord],
+    in_range: Callable[[Record], bool],
+    window: int,
+) -> Sources:
+    """One source per symbol of ``wanted`` (sorted) that some record in range holds: its
+    segments and its rows of packs by time, from the earliest part that feeds the first
+    in-range part's windows to the last in-range part. Every (symbol, record) pair at once.
+    """
+    records: list[Record] = [*segments, *packs]
+    symbol, record, lo, hi = _symbol_parts(version, wanted, segments, packs)
+    ends = np.concatenate([[0], np.cumsum(hi - lo)]).astype(np.int64)
+    ranged = np.asarray([in_range(r) for r in records], dtype=np.bool_)
+    hits = np.flatnonzero(ranged[record])
+    held, at = np.unique(symbol[hits], return_index=True)
+    first_hit = hits[at]
+    last_hit = hits[np.searchsorted(symbol[hits], held, side="right") - 1]
+    symbol_first = np.searchsorted(symbol, held)
+    # Earlier parts feed the first windows' rows: back to the latest part from which at
+    # least window - 1 rows precede the first hit (or the symbol's first part).
+    first = first_hit
+    if window > 1:
+        back = np.searchsorted(ends, ends[first_hit] - (window - 1), side="right") - 1
+        first = np.maximum(back, symbol_first)
+    counts = last_hit + 1 - first
+    bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    kept = np.repeat(first - bounds[:-1], counts) + np.arange(int(bounds[-1]), dtype=np.int64)
+    return Sources(
+        tuple(records),
+        record[kept],
+        lo[kept],
+        hi[kept],
+        bounds,
+        tuple(wanted[held].tolist()),
+        ends[first] - ends[symbol_first],
+    )
+
+
+def _symbol_parts(
+    version: StoreVersion,
+    wanted: Names,
+    segments: Sequence[SegmentRecord],
+    packs: Sequence[PackRecord],
+) -> tuple[Int64s, Int64s, Int64s, Int64s]:
+    """Every symbol's parts, by symbol then time: ``(symbol, record, lo, hi)`` each, the
+    symbol an index into ``wanted`` and the record into ``[*segments, *packs]``.
+
+    A part is a whole segment, or a symbol's rows of a pack (where it has some).
+    """
+    records: list[Record] = [*segments, *packs]
+    # A record's place in time; a stable sort keeps a symbol's segments before its packs.
+    rank = np.empty(len(records), dtype=np.int64)
+    rank[sorted(range(len(records)), key=lambda r: _time_key(records[r]))] = np.arange(len(records))
+    symbol = [
+        _ids(wanted, np.asarray([s.symbol for s in segments], dtype=np.str_)).astype(np.int64)
+    ]
+    record = [np.arange(len(segments), dtype=np.int64)]
+    lo = [np.zeros(len(segments), dtype=np.int64)]
+    hi = [np.asarray([s.rows for s in segments], dtype=np.int64)]
+    if packs:
+        ranges = zip(*(version.pack_index(p).rows_of_many(wanted) for p in packs), strict=True)
+        pack_lo, pack_hi, held = (np.stack(a) for a in ranges)
+        pack, held_symbol = np.nonzero(held & (pack_hi > pack_lo))
+        symbol.append(held_symbol)
+        record.append(len(segments) + pack)
+        lo.append(pack_lo[pack, held_symbol])
+        hi.append(pack_hi[pack, held_symbol])
+    columns = [np.concatenate(c).astype(np.int64) for c in (symbol, record, lo, hi)]
+    order = np.lexsort((rank[columns[1]], columns[0]))
+    return columns[0][order], columns[1][order], columns[2][order], columns[3][order]
 
 
 def source_symbols(
-    version: StoreVersion, sources: Sequence[Source], wanted: Sequence[str] | None
+    version: StoreVersion, sources: Sources, wanted: Sequence[str] | None
 ) -> tuple[str, ...]:
     """The symbols the sources hold rows of (of ``wanted`` only, when given), sorted."""
-    found = {source.symbol for source in sources if source.symbol is not None}
+    found = {symbol for symbol in sources.symbol if symbol is not None}
     packed = [
-        np.asarray(version.pack_index(pack_of(source)).symbols, dtype=np.str_)
-        for source in sources
-        if source.symbol is None
+        np.asarray(version.pack_index(pack_of(sources, s)).symbols, dtype=np.str_)
+        for s, symbol in enumerate(sources.symbol)
+        if symbol is None
     ]
     if packed:
         names = np.unique(np.concatenate(packed))
@@ -178,10 +212,10 @@ def source_symbols(
     return tuple(sorted(found))
 
 
-def pack_of(source: Source) -> PackRecord:
-    """The pack a pack source reads."""
-    record = source.parts[0].record
-    if source.symbol is not None or not isinstance(record, PackRecord):
+def pack_of(sources: Sources, source: int) -> PackRecord:
+    """The pack that pack source ``source`` reads."""
+    record = sources.records[int(sources.record[sources.first[source]])]
+    if sources.symbol[source] is not None or not isinstance(record, PackRecord):
         raise TypeError(f"source {source} reads no whole pack")
     return record
 
@@ -207,7 +241,7 @@ class Windows:
 
 def window_starts(
     version: StoreVersion,
-    sources: Sequence[Source],
+    sources: Sources,
     symbols: Sequence[str],
     row_offset: Int64s,
     labels: Floats,
@@ -319,7 +353,7 @@ def _window_ends(
 
 
 def _blocks(
-    version: StoreVersion, sources: Sequence[Source], symbols: Sequence[str]
+    version: StoreVersion, sources: Sources, symbols: Sequence[str]
 ) -> tuple[Int64s, Int64s, Int64s, Int64s]:
     """Runs of rows that windows may not cross: ``(source, first row, rows, phase)`` each.
 
@@ -328,14 +362,15 @@ def _blocks(
     names = np.asarray(symbols, dtype=np.str_)
     parts: list[Int64s] = []
     single: list[tuple[int, int, int, int]] = []
-    for s, source in enumerate(sources):
-        if source.symbol is not None:
-            single.append((s, 0, source.rows, source.phase))
+    rows, phase = sources.rows.tolist(), sources.phase.tolist()
+    for s, symbol in enumerate(sources.symbol):
+        if symbol is not None:
+            single.append((s, 0, rows[s], phase[s]))
             continue
         if single:
             parts.append(np.asarray(single, dtype=np.int64))
             single = []
-        index = version.pack_index(pack_of(source))
+        index = version.pack_index(pack_of(sources, s))
         held = np.isin(np.asarray(index.symbols, dtype=np.str_), names)
         lo = index.offsets[:-1][held]
         rows = np.diff(index.offsets)[held]
@@ -349,7 +384,7 @@ def _blocks(
 
 
 def symbol_table(
-    version: StoreVersion, sources: Sequence[Source], symbols: Sequence[str], row_offset: Int64s
+    version: StoreVersion, sources: Sources, symbols: Sequence[str], row_offset: Int64s
 ) -> tuple[Int32s, Int64s, Int32s]:
     """Which symbol each row of the sources laid end to end belongs to.
 
@@ -359,15 +394,15 @@ def symbol_table(
     """
     names = np.asarray(symbols, dtype=np.str_)
     source_symbol = np.full(len(sources), -1, dtype=np.int32)
-    single = [(s, source.symbol) for s, source in enumerate(sources) if source.symbol is not None]
+    single = [(s, symbol) for s, symbol in enumerate(sources.symbol) if symbol is not None]
     if single:
         at, held = zip(*single, strict=True)
         source_symbol[list(at)] = _ids(names, np.asarray(held, dtype=np.str_))
     rows: list[Int64s] = []
     ids: list[Int32s] = []
-    for s, source in enumerate(sources):
-        if source.symbol is None:
-            index = version.pack_index(pack_of(source))
+    for s, symbol in enumerate(sources.symbol):
+        if symbol is None:
+            index = version.pack_index(pack_of(sources, s))
             rows.append(row_offset[s] + index.offsets[:-1])
             ids.append(_ids(names, np.asarray(index.symbols, dtype=np.str_)))
     if not rows:

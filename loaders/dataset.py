@@ -20,9 +20,15 @@ from ticktensor._memory import fresh_buffer
 from ticktensor.errors import ConfigError
 from ticktensor.kernels import ChunkGather, SamplePrefetcher, ThreadPool
 from ticktensor.loaders._cache import ChunkCache
-from ticktensor.loaders._chunks import ChunkIndex, ChunkLoader, Record, SourcePart, read_array
+from ticktensor.loaders._chunks import (
+    ChunkIndex,
+    ChunkLoader,
+    Record,
+    SourcePart,
+    Sources,
+    read_array,
+)
 from ticktensor.loaders._index import (
-    Source,
     feature_columns,
     normalization,
     select_sources,
@@ -191,7 +197,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
     def _build(
         self,
-        sources: list[Source],
+        sources: Sources,
         wanted: Sequence[str] | None,
         start: int | None,
         end: int | None,
@@ -203,18 +209,17 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         per-sample arrays are derived from them on first use (D1's 16 M samples would
         otherwise hold 640 MB of index).
         """
-        if not sources:
+        if not len(sources):
             raise ConfigError(
                 f"no samples left: no segment or pack of the selected symbols overlaps the "
                 f"time range [{start}, {end})"
             )
         symbols = source_symbols(self.version, sources, wanted)
-        rows = np.asarray([source.rows for source in sources], dtype=np.int64)
+        rows = sources.rows
         offset = _offsets(rows)
-        parts = [source.parts for source in sources]
         timed = start is not None or end is not None
-        labels = self._read_rows(parts, offset, "labels")
-        ts = self._read_rows(parts, offset, "ts") if timed else None
+        labels = self._read_rows(sources, offset, "labels")
+        ts = self._read_rows(sources, offset, "ts") if timed else None
         found = window_starts(
             self.version,
             sources,
@@ -240,16 +245,13 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             renumber[kept] = np.arange(kept.size, dtype=np.int32)
             sample_source, span_source = renumber[sample_source], renumber[span_source]
             labels = np.concatenate([labels[offset[s] : offset[s] + rows[s]] for s in kept])
-            sources = [sources[s] for s in kept]
+            sources = sources.take(kept)
             offset = _offsets(rows[kept])
         elif ts is not None:
             self.__dict__["_ts_flat"] = ts
         self.symbols = symbols
-        self.source_parts: list[tuple[SourcePart, ...]] = [source.parts for source in sources]
-        self.records: list[tuple[Record, ...]] = [
-            tuple(part.record for part in source.parts) for source in sources
-        ]
-        self.chunks = ChunkIndex(self.version, self.source_parts)
+        self._sources = sources
+        self.chunks = ChunkIndex(self.version, sources)
         self._needed = self.chunks.loads_reading(span_source, found.span_lo, found.span_hi)
         self._set_symbols(sources, offset)
         self.sample_segment = _frozen(sample_source)
@@ -257,19 +259,17 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         self._label_offset = offset
         self._labels_flat = labels
 
-    def _set_symbols(self, sources: Sequence[Source], offset: Int64s) -> None:
+    def _set_symbols(self, sources: Sources, offset: Int64s) -> None:
         """The tables :attr:`sample_symbol` is derived from."""
         self._source_symbol, self._symbol_rows, self._symbol_ids = symbol_table(
             self.version, sources, self.symbols, offset
         )
 
-    def _read_rows(
-        self, parts: Sequence[Sequence[SourcePart]], offset: Int64s, array: str
-    ) -> npt.NDArray[Any]:
+    def _read_rows(self, sources: Sources, offset: Int64s, array: str) -> npt.NDArray[Any]:
         """The ``labels`` or ``ts`` rows of every source, laid end to end (source ``s``
-        from row ``offset[s]``); each segment or pack is read once, on the open threads.
-        Labels of records stored without are NaN."""
-        total = int(offset[-1] + sum(p.rows for p in parts[-1])) if parts else 0
+        from row ``offset[s]``); each segment or pack is read once, on the open threads,
+        and its parts' rows copied at once. Labels of records stored without are NaN."""
+        total = int(sources.rows.sum())
         # Hundreds of MB for wide stores: mapped at once rather than faulted page by page.
         if array == "ts":
             out: npt.NDArray[Any] = fresh_buffer((total,), np.int64)
@@ -277,32 +277,28 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             out = fresh_buffer((total, self.n_labels), np.float32)
             if not self.n_labels:
                 return out
-        jobs: dict[str, tuple[Record, list[tuple[int, int, int]]]] = {}
-        for first, source in zip(offset.tolist(), parts, strict=True):
-            at = first
-            for part in source:
-                job = jobs.setdefault(part.record.path, (part.record, []))
-                job[1].append((part.lo, part.hi, at))
-                at += part.rows
+        at = np.repeat(offset, np.diff(sources.first)) + sources.part_offsets()
+        records, of_part = sources.distinct_records()
+        by_record = np.argsort(of_part, kind="stable")
+        bounds = np.searchsorted(of_part[by_record], np.arange(len(records) + 1)).tolist()
 
-        def read(job: tuple[Record, list[tuple[int, int, int]]]) -> None:
-            record, pieces = job
+        def read(k: int) -> None:
+            record, parts = records[k], by_record[bounds[k] : bounds[k + 1]]
+            lo, rows = sources.lo[parts], sources.hi[parts] - sources.lo[parts]
             if array == "labels" and not record.label_names:
-                for lo, hi, at in pieces:
-                    out[at : at + hi - lo] = np.nan
+                blank = np.full((int(rows.max()), self.n_labels), np.nan, dtype=np.float32)
+                _copy_ranges(blank, np.zeros_like(lo), out, at[parts], rows)
                 return
-            if len(pieces) == 1 and pieces[0][:2] == (0, record.rows):
-                at = pieces[0][2]
-                read_array(
-                    self._label_loader, self.version, record, array, out[at : at + record.rows]
-                )
+            if parts.shape[0] == 1 and lo[0] == 0 and rows[0] == record.rows:
+                first = int(at[parts[0]])
+                part = out[first : first + record.rows]
+                read_array(self._label_loader, self.version, record, array, part)
                 return
             whole = read_array(self._label_loader, self.version, record, array)
-            for lo, hi, at in pieces:
-                out[at : at + hi - lo] = whole[lo:hi]
+            _copy_ranges(whole, lo, out, at[parts], rows)
 
         with ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-open") as pool:
-            list(pool.map(read, jobs.values()))
+            list(pool.map(read, range(len(records))))
         return out
 
     @property
@@ -315,9 +311,19 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         ]
 
     @functools.cached_property
+    def source_parts(self) -> list[tuple[SourcePart, ...]]:
+        """Per source, which rows of each record it reads (made on first use)."""
+        return [self._sources.parts(s) for s in range(len(self._sources))]
+
+    @functools.cached_property
+    def records(self) -> list[tuple[Record, ...]]:
+        """Per source, the records it reads, in time order (made on first use)."""
+        return [tuple(part.record for part in parts) for parts in self.source_parts]
+
+    @functools.cached_property
     def _ts_flat(self) -> Int64s:
         """Every source's timestamps, laid end to end as the labels are."""
-        return self._read_rows(self.source_parts, self._label_offset, "ts")
+        return self._read_rows(self._sources, self._label_offset, "ts")
 
     @functools.cached_property
     def ts_sources(self) -> list[Int64s]:
@@ -372,7 +378,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     @property
     def n_sources(self) -> int:
         """Sources (segments, packs, or joined sessions of one symbol) the samples come from."""
-        return len(self.records)
+        return len(self._sources)
 
     @property
     def pool(self) -> ThreadPool:
@@ -621,13 +627,12 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             segments.append(local[part.sample_segment])
         merged = object.__new__(cls)
         merged.__dict__.update({k: v for k, v in first.__dict__.items() if k not in _PER_SOURCE})
-        merged.source_parts = runs
-        merged.records = [tuple(p.record for p in run) for run in runs]
+        merged._sources = Sources.of(runs)
         merged.symbols = tuple(sorted({name for part in parts for name in part.symbols}))
-        merged.chunks = ChunkIndex(merged.version, merged.source_parts)
+        merged.chunks = ChunkIndex(merged.version, merged._sources)
         merged._label_offset = _offsets(np.asarray([b.shape[0] for b in labels], dtype=np.int64))
         merged._labels_flat = np.concatenate(labels)
-        merged._set_symbols([Source(run) for run in runs], merged._label_offset)
+        merged._set_symbols(merged._sources, merged._label_offset)
         merged.sample_segment = _frozen(np.concatenate(segments).astype(np.int32))
         merged.sample_start = _frozen(np.concatenate([p.sample_start for p in parts]))
         every = merged.chunks.chunks_of(merged.sample_segment, merged.sample_start, merged.window)
@@ -737,7 +742,16 @@ def _ram() -> int:
 
 _DERIVED = ("sample_ts", "sample_first_ts", "sample_symbol", "sample_chunk")
 # What a concatenation of datasets over other sources computes anew.
-_PER_SOURCE = (*_DERIVED, "ts_sources", "_ts_flat", "sources", "_gather", "_cache")
+_PER_SOURCE = (
+    *_DERIVED,
+    "ts_sources",
+    "_ts_flat",
+    "sources",
+    "source_parts",
+    "records",
+    "_gather",
+    "_cache",
+)
 
 
 def _concat_mismatch(a: WindowDataset, b: WindowDataset) -> str:
@@ -757,6 +771,40 @@ def _concat_mismatch(a: WindowDataset, b: WindowDataset) -> str:
         for name, (mine, theirs) in checks.items()
         if mine != theirs
     )
+
+
+_BLOCK_ROWS: Final = 256
+
+
+def _copy_ranges(
+    src: npt.NDArray[Any], lo: Int64s, dst: npt.NDArray[Any], at: Int64s, rows: Int64s
+) -> None:
+    """Copy rows ``[lo[k], lo[k] + rows[k])`` of ``src`` to ``dst`` from row ``at[k]``, for
+    every ``k`` at once.
+
+    Each range is copied as blocks of one width, the largest power of two up to
+    ``_BLOCK_ROWS`` that fits it, the last block ending where the range ends (overlapping
+    the one before). Blocks are rows of a strided view whose row ``i`` is rows
+    ``[i, i + width)``, so one fancy-indexed copy moves every block of a width.
+    """
+    width = np.minimum(_BLOCK_ROWS, 1 << np.log2(np.maximum(rows, 1)).astype(np.int64))
+    width[rows == 0] = 0
+    for w in np.unique(width[width > 0]).tolist():
+        k = np.flatnonzero(width == w)
+        blocks = -(-rows[k] // w)
+        ends = np.cumsum(blocks)
+        step = np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(ends - blocks, blocks)
+        offset = np.minimum(step * w, np.repeat(rows[k] - w, blocks))
+        _blocks_of(dst, w)[np.repeat(at[k], blocks) + offset] = _blocks_of(src, w)[
+            np.repeat(lo[k], blocks) + offset
+        ]
+
+
+def _blocks_of(array: npt.NDArray[Any], width: int) -> npt.NDArray[Any]:
+    """A view of ``array`` whose row ``i`` is rows ``[i, i + width)`` of it."""
+    shape = (array.shape[0] - width + 1, width, *array.shape[1:])
+    strides = (array.strides[0], *array.strides)
+    return np.lib.stride_tricks.as_strided(array, shape, strides, writeable=array.flags.writeable)
 
 
 def _offsets(rows: Int64s) -> Int64s:

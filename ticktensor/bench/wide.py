@@ -10,7 +10,8 @@ sessions, then read back. One run measures, side by side with its baselines:
 - ``objects_per_session`` and ``metadata_bytes_per_commit`` (checkpoint commits apart, as
   ``metadata_bytes_checkpoint``);
 - ``ingest_wide``: ``ticktensor ingest`` of one all-symbol CSV, against ``pyarrow_csv_parquet``;
-- ``open_dataset``: opening the store as a ``WindowDataset`` in a fresh process;
+- ``open_dataset``: opening the store as a ``WindowDataset`` in a fresh process (and
+  with ``cross_gaps=True``, in its note);
 - ``loader_wide`` against ``loader_narrow``: the loader over the wide store and over the
   same bytes stored as one long series.
 
@@ -148,9 +149,10 @@ def _read_parts(
     """``open_dataset`` and the two loader rows; a part that fails says why in ``errors``."""
     errors: dict[str, str] = {}
     url, window = str(root / "store"), options.window
-    opened = None
+    opened = joined = None
     try:
         opened = open_seconds(url, window, options.repeats)
+        joined = open_seconds(url, window, options.repeats, cross_gaps=True)
     except RuntimeError as exc:
         errors["open_dataset"] = str(exc)
     narrow = write_narrow(root / "store-narrow", make, options.sessions)
@@ -169,4 +171,9 @@ def _read_parts(
         }
         for name, runs in reps.items()
     }
-    return {"errors": errors, "loaders": loaders, **({} if opened is None else {"open": opened})}
+    opens = {"open": opened, "open_cross_gaps": joined}
+    return {
+        "errors": errors,
+        "loaders": loaders,
+        **{name: figures for name, figures in opens.items() if figures is not None},
+    }

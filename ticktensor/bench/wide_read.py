@@ -2,9 +2,10 @@
 
 ``open_dataset`` opens the store and builds a ``WindowDataset`` in a fresh process, so
 nothing the writer kept in memory (the store's cached state, the page tables of its
-arrays) shortens it. ``loader_wide`` and ``loader_narrow`` are ``ticktensor.DataLoader``
-(shuffled batches) over the wide store and over the same bytes stored as one long series
-of one symbol, with the same window: repetitions take turns, the median counts.
+arrays) shortens it; once as it is, once with ``cross_gaps=True``. ``loader_wide`` and
+``loader_narrow`` are ``ticktensor.DataLoader`` (shuffled batches) over the wide store and
+over the same bytes stored as one long series of one symbol, with the same window:
+repetitions take turns, the median counts.
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ from .wide_append import MINUTE_NS, T0, SessionData
 __all__ = ["loader_rates", "open_seconds", "write_narrow"]
 
 
-def open_seconds(url: str, window: int, repeats: int) -> dict[str, Any]:
-    """Median seconds of ``open_store(url)`` + ``WindowDataset(version, window)``, each in a
-    fresh process; also the (symbol, session) pairs and windows of the dataset.
+def open_seconds(
+    url: str, window: int, repeats: int, *, cross_gaps: bool = False
+) -> dict[str, Any]:
+    """Median seconds of ``open_store(url)`` + ``WindowDataset(version, window,
+    cross_gaps=cross_gaps)``, each in a fresh process; also the (symbol, session) pairs and
+    windows of the dataset.
 
     Raises
     ------
@@ -41,7 +45,15 @@ def open_seconds(url: str, window: int, repeats: int) -> dict[str, Any]:
     runs = []
     for _ in range(max(1, repeats)):
         done = subprocess.run(
-            [sys.executable, "-m", __name__, url, "--window", str(window)],
+            [
+                sys.executable,
+                "-m",
+                __name__,
+                url,
+                "--window",
+                str(window),
+                *(["--cross-gaps"] if cross_gaps else []),
+            ],
             capture_output=True,
             text=True,
             check=False,
@@ -54,13 +66,13 @@ def open_seconds(url: str, window: int, repeats: int) -> dict[str, Any]:
     return {**runs[-1], "seconds": statistics.median(seconds), "runs_seconds": seconds}
 
 
-def _open_once(url: str, window: int) -> dict[str, Any]:
+def _open_once(url: str, window: int, cross_gaps: bool) -> dict[str, Any]:
     from ticktensor.loaders import WindowDataset
     from ticktensor.store import open_store
 
     start = time.perf_counter()
     version = open_store(url)
-    dataset = WindowDataset(version, window)
+    dataset = WindowDataset(version, window, cross_gaps=cross_gaps)
     seconds = time.perf_counter() - start
     pairs = sum(p.symbols for p in version.packs) + len(version.segments)
     return {"seconds": seconds, "pairs": pairs, "windows": len(dataset)}
@@ -117,10 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("url")
     parser.add_argument("--window", type=int, required=True)
+    parser.add_argument("--cross-gaps", action="store_true")
     args = parser.parse_args(argv)
     import ticktensor.loaders  # noqa: F401  (imports are not part of opening a store)
 
-    print(json.dumps(_open_once(args.url, args.window)))
+    print(json.dumps(_open_once(args.url, args.window, args.cross_gaps)))
     return 0
 
 

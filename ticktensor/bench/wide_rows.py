@@ -185,6 +185,12 @@ def _read_rows(reads: Mapping[str, Any], options: Mapping[str, Any]) -> list[dic
             f"{opened['pairs']:,} (symbol, session) pairs, {opened['windows']:,} windows; "
             f"median of {[round(s, 3) for s in opened['runs_seconds']]}"
         )
+        joined = reads.get("open_cross_gaps")
+        if joined is not None:
+            note += (
+                f"; with cross_gaps=True: median {joined['seconds']:.3f} s of "
+                f"{[round(s, 3) for s in joined['runs_seconds']]}, {joined['windows']:,} windows"
+            )
         rows = [_row("open_dataset", float(opened["seconds"]), "s", [goal], note)]
     limit = GOAL_LIMITS["wide_over_narrow"]
     wide, narrow = loaders.get("loader_wide"), loaders["loader_narrow"]
