@@ -244,6 +244,8 @@ class PackWriter:
     ) -> None:
         """Add a block: ``symbols`` (sorted, after the previous block's), symbol ``i``
         holding rows ``offsets[i]:offsets[i+1]`` of ``ts``, ``values`` and ``labels``."""
+        if self._finished:
+            raise SchemaError(f"pack {self.session}: the writer is finished or closed")
         offsets = np.asarray(offsets, dtype=np.int64)
         check_pack_inputs(
             self.session,

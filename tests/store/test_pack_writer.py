@@ -193,6 +193,8 @@ def test_a_writer_closed_unfinished_leaves_nothing(tmp_path: Path) -> None:
     assert _writing(tmp_path / "s") == []
     with pytest.raises(SchemaError, match="finished or closed"):
         writer.finish()
+    with pytest.raises(SchemaError, match="finished or closed"):
+        writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
 
 
 def test_repair_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
