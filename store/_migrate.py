@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +25,7 @@ from ticktensor.errors import ConfigError, SchemaError, StoreCorruptError, Versi
 
 from ._layout import Codec, Layout
 from ._manifest import PackRecord, SegmentRecord
-from ._segments import segment_content_hash
+from ._segments import read_checked_segment, segment_content_hash
 from ._store import Store
 from ._version import SegmentData, StoreVersion
 
@@ -110,7 +111,7 @@ def migrate(
     dry_run
         Read nothing but the version's records, write nothing: report what would change.
     threads
-        Segments read at once.
+        Threads reading segments (a few segments per task).
     on_session
         Called after each session is packed and checked (or listed, in a dry run).
 
@@ -143,20 +144,12 @@ def migrate(
     base = store.version()
     report = MigrateReport(base_version=base.version, dry_run=dry_run)
     report.already_packed = len(base.packs)
-    by_session = _segments_by_session(base.segments)
-    if sessions is not None:
-        wanted = list(dict.fromkeys(sessions))
-        packed = {p.session for p in base.packs}
-        unknown = [s for s in wanted if s not in by_session and s not in packed]
-        if unknown:
-            raise ConfigError(
-                f"{store.location.display('')}: version {base.version} has no session "
-                f"{', '.join(map(repr, unknown))}"
-            )
-        by_session = {s: by_session[s] for s in wanted if s in by_session}
+    by_session = _sessions_to_pack(store, base, sessions)
     pending: list[PackRecord] = []
     latest = base.version
-    with ThreadPoolExecutor(threads, thread_name_prefix="ticktensor-migrate") as pool:
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="ticktensor-migrate")
+    try:
+        reads = _read_ahead(base, [] if dry_run else list(by_session.values()), pool)
         for session, records in by_session.items():
             _check_names(session, records)
             item = SessionMigration(
@@ -168,7 +161,7 @@ def migrate(
             )
             if not dry_run:
                 chosen = _layout_for(store, records, layout, codec, chunk_rows)
-                pack = _pack_session(store, base, session, records, chosen, pool)
+                pack = _pack_session(store, base, session, records, next(reads), chosen)
                 item = dataclasses.replace(item, pack=pack)
                 pending.append(pack)
             report.sessions.append(item)
@@ -177,10 +170,30 @@ def migrate(
             if commit_every and len(pending) >= commit_every:
                 latest = _commit(store, pending, latest, report)
                 pending = []
+    finally:
+        pool.shutdown(cancel_futures=True)  # a failed session drops the reads queued after it
     if pending:
         _commit(store, pending, latest, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _sessions_to_pack(
+    store: Store, base: StoreVersion, sessions: Iterable[str] | None
+) -> dict[str, list[SegmentRecord]]:
+    """The segments of each session to pack (``sessions``, or all), in session order."""
+    by_session = _segments_by_session(base.segments)
+    if sessions is None:
+        return by_session
+    wanted = list(dict.fromkeys(sessions))
+    packed = {p.session for p in base.packs}
+    unknown = [s for s in wanted if s not in by_session and s not in packed]
+    if unknown:
+        raise ConfigError(
+            f"{store.location.display('')}: version {base.version} has no session "
+            f"{', '.join(map(repr, unknown))}"
+        )
+    return {s: by_session[s] for s in wanted if s in by_session}
 
 
 def _segments_by_session(
@@ -236,11 +249,12 @@ def _pack_session(
     base: StoreVersion,
     session: str,
     records: Sequence[SegmentRecord],
+    reads: Sequence[Future[list[SegmentData]]],
     layout: Layout,
-    pool: ThreadPoolExecutor,
 ) -> PackRecord:
-    """Write the session's segments as one pack, read it back and check it."""
-    data: list[SegmentData] = list(pool.map(lambda r: base.read_segment(r, verify=True), records))
+    """Write the session's segments (as ``reads`` of ``records`` deliver them) as one
+    pack, read it back and check it."""
+    data = [d for batch in reads for d in batch.result()]
     label_names = records[0].label_names
     offsets = np.concatenate([[0], np.cumsum([r.rows for r in records])]).astype(np.int64)
     labels = None
@@ -262,6 +276,44 @@ def _pack_session(
     del data, labels
     _check_pack(base, pack, records)
     return pack
+
+
+#: Segments per task of the reading pool: enough to outweigh handing a task over.
+_BATCH = 16
+
+
+def _read_ahead(
+    base: StoreVersion, sessions: Sequence[Sequence[SegmentRecord]], pool: ThreadPoolExecutor
+) -> Iterator[list[Future[list[SegmentData]]]]:
+    """The reads of each session's segments, in order, ``_BATCH`` segments per task; the
+    next session's are queued before a session's are handed out, so the pool reads it
+    while that session is packed."""
+    queued: deque[list[Future[list[SegmentData]]]] = deque()
+    for records in sessions:
+        queued.append(
+            [
+                pool.submit(_read_segments, base, records[i : i + _BATCH])
+                for i in range(0, len(records), _BATCH)
+            ]
+        )
+        if len(queued) == 2:
+            yield queued.popleft()
+    yield from queued
+
+
+def _read_segments(base: StoreVersion, records: Sequence[SegmentRecord]) -> list[SegmentData]:
+    """The segments, in order (one task of the reading pool)."""
+    return [_read_segment(base, r) for r in records]
+
+
+def _read_segment(base: StoreVersion, record: SegmentRecord) -> SegmentData:
+    """The segment, each chunk checked against its sha256 and the rows against the
+    content hash: decoded here, or through zarr-python when it is not in the form
+    ticktensor writes."""
+    rows = read_checked_segment(base.location, record)
+    if rows is None:
+        return base.read_segment(record, verify=True)
+    return SegmentData(*rows)
 
 
 def _labels(data: SegmentData, record: SegmentRecord) -> npt.NDArray[np.float32]:

@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -14,7 +14,8 @@ import zarr
 
 from ticktensor.errors import SchemaError, StoreCorruptError
 
-from ._guard import GuardedStore
+from ._chunk_map import StoredChunk, codec_of
+from ._guard import GuardedStore, decode_chunk
 from ._layout import Layout
 from ._location import Location, safe_component
 from ._manifest import FileEntry, SegmentRecord, SourceFile, sha256_hex
@@ -25,6 +26,7 @@ __all__ = [
     "SegmentArrays",
     "open_segment",
     "read_array",
+    "read_checked_segment",
     "segment_content_hash",
     "write_segment",
 ]
@@ -335,3 +337,166 @@ def read_array(array: zarr.Array[Any], name: str, dtype: type[Any], where: str) 
                 f"{where} chunk {key}: cannot decode ({exc!r:.200})", [(key, repr(exc))]
             ) from exc
     raise StoreCorruptError(f"{where}: array {name!r} cannot be read")
+
+
+#: How a chunk of a segment of each layout codec is stored (:class:`StoredChunk` codecs).
+_CHUNK_CODECS: Final = {"none": "raw", "zstd": "zstd", "lz4": "blosc", "blosc": "blosc"}
+
+Rows = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.float32] | None]
+"""A segment's ``ts``, ``values`` and ``labels`` (``None`` without label names)."""
+
+
+def read_checked_segment(location: Location, record: SegmentRecord) -> Rows | None:
+    """A whole segment read chunk by chunk without zarr-python, checked as strictly.
+
+    Each file read must have its recorded size and sha256 (a listed chunk that is
+    missing, or an unlisted one that exists, is an error), each array's metadata must
+    describe the record's shape, chunking, dtype and codec, each compressed frame must
+    decode to exactly one chunk, and the decoded rows must hash to the record's content
+    hash; failures raise :class:`~ticktensor.errors.StoreCorruptError` naming the
+    segment and the file. Returns ``None`` when the segment is not in the form
+    ticktensor writes (a record that lists no files, metadata it does not decode
+    itself): zarr-python then reads it (:meth:`StoreVersion.read_segment`).
+    """
+    where = f"segment {record.symbol}/{record.session}"
+    location.check_inside(record.path)
+    links = location.find_links(record.path)
+    if links:
+        raise StoreCorruptError(
+            f"{where} ({location.display(record.path)}): {links[0]} is a symlink; a store "
+            "holds plain files only (rule: store_relative_path)"
+        )
+    try:
+        layout = Layout.from_dict(dict(record.layout))
+    except (KeyError, TypeError, ValueError):
+        return None
+    labelled = bool(record.label_names)
+    if not record.files or labelled != ("labels/zarr.json" in record.files):
+        return None
+    if _checked_file(location, record, "zarr.json", where) is None:
+        return None
+    tails = {"ts": (), "values": (len(record.feature_names),), "labels": (len(record.label_names),)}
+    arrays = {}
+    for name in ("ts", "values", "labels") if labelled else ("ts", "values"):
+        array = _checked_array(location, record, layout, name, tails[name], where)
+        if array is None:
+            return None
+        arrays[name] = array
+    ts, values, labels = arrays["ts"], arrays["values"], arrays.get("labels")
+    again = segment_content_hash(
+        record.symbol,
+        record.session,
+        ts,
+        values,
+        labels,
+        record.feature_names,
+        record.label_names,
+        layout,
+    )
+    if again != record.content_hash:
+        raise StoreCorruptError(
+            f"{location.display(record.path)}: decoded content hash "
+            f"{again[:16]} != recorded {record.content_hash[:16]}"
+        )
+    return ts, values, labels
+
+
+def _checked_file(location: Location, record: SegmentRecord, key: str, where: str) -> bytes | None:
+    """The segment's file ``key``, which must have its recorded size and sha256;
+    ``None`` when the record does not list it."""
+    entry = record.files.get(key)
+    if entry is None:
+        return None
+    try:
+        data = _read_file(location, f"{record.path}/{key}")
+    except FileNotFoundError:
+        why = "file is missing"
+    except OSError as exc:  # an I/O error names the chunk it hit
+        raise StoreCorruptError(
+            f"{where} chunk {key}: cannot read ({exc})", [(key, str(exc))]
+        ) from exc
+    else:
+        if len(data) != entry.bytes:
+            why = f"{len(data):,} bytes stored, the manifest records {entry.bytes:,}"
+        elif sha256_hex(data) != entry.sha256:
+            why = f"content hash mismatch (manifest sha256 {entry.sha256[:16]}...)"
+        else:
+            return data
+    raise StoreCorruptError(f"{where} chunk {key}: {why}", [(key, why)])
+
+
+def _read_file(location: Location, rel: str) -> bytes:
+    """The bytes of the store's file ``rel``: opened directly on a local store (the
+    filesystem layer costs more than reading a small file), else through it."""
+    if location.is_local:
+        with open(location.path(rel), "rb") as f:
+            return f.read()
+    return location.read_bytes(rel)
+
+
+def _checked_array(
+    location: Location,
+    record: SegmentRecord,
+    layout: Layout,
+    name: str,
+    tail: tuple[int, ...],
+    where: str,
+) -> npt.NDArray[Any] | None:
+    """The segment's array ``name`` of shape ``(rows, *tail)``, each chunk checked and
+    decoded into place; ``None`` when its metadata is not the form ticktensor writes for
+    the record, or it has no columns (zarr-python reads those)."""
+    dtype = np.dtype(np.int64 if name == "ts" else np.float32)
+    if 0 in tail:
+        return None
+    chunk_rows = min(layout.chunk_rows, max(record.rows, 1))
+    document = _checked_file(location, record, f"{name}/zarr.json", where)
+    try:
+        meta = json.loads(b"null" if document is None else document)
+        expected = (
+            meta["shape"] == [record.rows, *tail]
+            and meta["data_type"] == dtype.name
+            and meta["chunk_grid"]
+            == {"name": "regular", "configuration": {"chunk_shape": [chunk_rows, *tail]}}
+            and meta["chunk_key_encoding"]
+            == {"name": "default", "configuration": {"separator": "/"}}
+            and meta["fill_value"] == ("NaN" if dtype.kind == "f" else 0)
+            and not meta.get("storage_transformers")
+            and codec_of(meta) == _CHUNK_CODECS[layout.codec.value]
+        )
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not expected:
+        return None
+    count = -(-record.rows // chunk_rows)
+    out = np.empty((count * chunk_rows, *tail), dtype)
+    stored = out.reshape(count, -1).view(np.uint8)  # one row of bytes per chunk
+    suffix = "/0" if tail else ""
+    for k in range(count):
+        key = f"{name}/c/{k}{suffix}"
+        data = _checked_file(location, record, key, where)
+        if data is None:
+            _check_absent(location, record, key, where)
+            out[k * chunk_rows : (k + 1) * chunk_rows] = np.nan if dtype.kind == "f" else 0
+            continue
+        chunk = StoredChunk(
+            rel=f"{record.path}/{key}",
+            offset=0,
+            nbytes=len(data),
+            index=k,
+            row_start=k * chunk_rows,
+            rows=min(chunk_rows, record.rows - k * chunk_rows),
+            stored_rows=chunk_rows,
+            columns=int(np.prod(tail)),
+            codec=codec_of(meta),
+            sha256=record.files[key].sha256,
+        )
+        decode_chunk(chunk, data, stored[k], stored.shape[1], f"{where} chunk {key}")
+    return out[: record.rows]
+
+
+def _check_absent(location: Location, record: SegmentRecord, key: str, where: str) -> None:
+    """A chunk the record does not list holds only the fill value and was never
+    written; a file there is not what was published."""
+    if location.exists(f"{record.path}/{key}"):
+        why = "file is not listed in the manifest"
+        raise StoreCorruptError(f"{where} chunk {key}: {why}", [(key, why)])

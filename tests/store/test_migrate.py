@@ -13,6 +13,7 @@ import pytest
 
 from ticktensor.errors import ConfigError, SchemaError, StoreCorruptError, VersionConflictError
 from ticktensor.store import Layout, Store, StoreVersion, migrate
+from ticktensor.store._segments import read_checked_segment
 
 from .conftest import make_series, write_series
 
@@ -195,6 +196,94 @@ def test_a_damaged_segment_stops_the_migration_before_any_commit(tmp_path: Path)
     data[5] ^= 0x10
     chunk.write_bytes(bytes(data))
     with pytest.raises(StoreCorruptError, match="B/2024-01-03"):
+        migrate(store)
+    assert store.latest_version() == 3
+    assert store.version().packs == ()
+
+
+def _gappy_store(root: Path, layout: Layout) -> Store:
+    """Segments of several chunks whose all-NaN chunks were never written (a values
+    chunk at the end, a labels chunk at the start), and a last chunk cut short."""
+    store = Store.create(str(root), layout=layout)
+    segs = []
+    for i, symbol in enumerate(("A", "B", "C", "D")):
+        s = make_series(symbol, 0, rows=150 - 7 * i)
+        if i % 2:
+            s.values[128:] = np.nan
+        if i >= 2:
+            s.labels[:32] = np.nan
+        segs.append(write_series(store, s))
+    store.commit(segments=segs)
+    return store
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd", "lz4", "blosc"])
+def test_segments_read_here_equal_what_zarr_python_reads(tmp_path: Path, codec: str) -> None:
+    store = _gappy_store(tmp_path / "s", Layout(codec=codec, chunk_rows=32))
+    before = store.version()
+    assert any(len(r.files) < len(before.segments[0].files) for r in before.segments)
+    for rec in before.segments:
+        rows = read_checked_segment(before.location, rec)
+        assert rows is not None
+        data = before.read_segment(rec, verify=True)
+        for x, y in zip(rows, (data.ts, data.values, data.labels), strict=True):
+            assert x is not None
+            assert y is not None
+            np.testing.assert_array_equal(x, y, err_msg=rec.symbol)
+            assert x.dtype == y.dtype
+    migrate(store)
+    _assert_same_rows(before, store.version())
+
+
+def test_segments_not_in_the_form_ticktensor_writes_are_read_by_zarr_python(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path / "s", days=1)
+    v = store.version()
+    rec = v.segments[0]
+    unlisted = dataclasses.replace(rec, files={})  # records of old manifests list no files
+    assert read_checked_segment(v.location, unlisted) is None
+    other = dataclasses.replace(rec, layout=Layout(codec="zstd", chunk_rows=64).to_dict())
+    assert read_checked_segment(v.location, other) is None
+    with pytest.raises(StoreCorruptError, match="rule: segment_metadata"):
+        v.read_segment(other, verify=True)  # what migrate then raises
+
+
+def _missing(chunk: Path) -> None:
+    chunk.unlink()
+
+
+def _cut(chunk: Path) -> None:
+    chunk.write_bytes(chunk.read_bytes()[:-3])
+
+
+def _unlisted(chunk: Path) -> None:
+    where = chunk.parent.parent / "2" / "0"  # the next chunk, which was never written
+    where.parent.mkdir()
+    where.write_bytes(chunk.read_bytes())
+
+
+@pytest.mark.parametrize(
+    ("damage", "key", "why"),
+    [
+        (_missing, "values/c/1/0", "file is missing"),
+        (_cut, "values/c/1/0", "bytes stored, the manifest records"),
+        (_cut, "labels/zarr.json", "bytes stored, the manifest records"),
+        (_unlisted, "values/c/1/0", "values/c/2/0: file is not listed in the manifest"),
+    ],
+)
+def test_any_damage_to_a_segment_stops_the_migration(
+    tmp_path: Path, damage: Any, key: str, why: str
+) -> None:
+    store = _store(tmp_path / "s", days=2)
+    values = np.full((150, 3), np.nan, np.float32)  # its last chunk is never written
+    values[:128] = make_series("B", 1, rows=150).values[:128]
+    series = dataclasses.replace(make_series("B", 1, rows=150), values=values)
+    seg = write_series(store, series)
+    store.commit(segments=[seg], replace=True)
+    assert "values/c/2/0" not in seg.files
+    damage(tmp_path / "s" / seg.path / key)
+    with pytest.raises(StoreCorruptError, match=f"segment B/2024-01-03 chunk .*{why}"):
         migrate(store)
     assert store.latest_version() == 3
     assert store.version().packs == ()
