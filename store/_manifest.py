@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -338,9 +339,12 @@ def _str(value: object) -> str:
     return value
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
 def _hex(value: object) -> str:
     text = _str(value)
-    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+    if _SHA256_HEX.fullmatch(text) is None:
         raise ValueError(f"expected a sha256 hex digest, got {text!r:.80}")
     return text
 
