@@ -9,7 +9,7 @@ Examples
 
 from __future__ import annotations
 
-from ._conform import cast_columns, conform
+from ._conform import cast_columns, conform, null_column
 from ._events import (
     ACTIONS,
     MBP_DEPTH,
@@ -54,6 +54,7 @@ __all__ = [
     "Violation",
     "cast_columns",
     "conform",
+    "null_column",
     "parse_bar_rule",
     "parse_duration_ns",
     "schema_for",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import pyarrow as pa
@@ -11,7 +12,24 @@ from ticktensor.errors import SchemaError
 
 from ._events import EventKind, event_kind, schema_for
 
-__all__ = ["cast_columns", "conform"]
+__all__ = ["cast_columns", "conform", "null_column"]
+
+#: Rows up to which :func:`null_column` hands out slices of one array per type.
+_SHARED_NULL_ROWS = 1 << 20
+
+
+def null_column(rows: int, type_: pa.DataType) -> pa.Array:
+    """``rows`` nulls of ``type_``: a slice of one shared array (arrays are immutable) up
+    to :data:`_SHARED_NULL_ROWS` rows, so that the columns a file does not have cost no
+    fresh memory per batch and block."""
+    if rows > _SHARED_NULL_ROWS:
+        return pa.nulls(rows, type_)
+    return _null_array(type_, 1 << max(rows - 1, 0).bit_length()).slice(0, rows)
+
+
+@functools.lru_cache(maxsize=32)
+def _null_array(type_: pa.DataType, rows: int) -> pa.Array:
+    return pa.nulls(rows, type_)
 
 
 def cast_columns(
@@ -37,7 +55,7 @@ def cast_columns(
                     f"{name} table is missing required column {field.name!r} "
                     f"(expected {field.type}); got columns {table.column_names}"
                 )
-            columns.append(pa.chunked_array([pa.nulls(table.num_rows, field.type)]))
+            columns.append(pa.chunked_array([null_column(table.num_rows, field.type)]))
             continue
         column = table.column(field.name)
         try:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ticktensor.errors import ConfigError, SchemaError
-from ticktensor.schemas import EventKind, parse_duration_ns, schema_for
+from ticktensor.schemas import EventKind, null_column, parse_duration_ns, schema_for
 
 from ._base import Inference, ReadOptions
 from ._names import DATE_NAMES, match_columns, normalize
@@ -251,7 +251,7 @@ def convert(table: pa.Table, plan: ColumnPlan) -> tuple[pa.Table, list[Bad]]:
             columns.append(pa.repeat(value, n))
             continue
         if field.name not in plan.sources:
-            columns.append(pa.nulls(n, field.type))
+            columns.append(null_column(n, field.type))
             continue
         source = table.column(plan.sources[field.name])
         label = plan.sources[field.name]
