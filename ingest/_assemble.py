@@ -168,7 +168,13 @@ def assemble(task: AssembleTask) -> AssembleResult:
             return BlockSummary.of(merged, features)
 
         computing = [_run(pool, block, number=b) for b in range(blocks)]
-        taken = {k: _run(writer, _take_rows, rows=rows_of[k], held=held[k]) for k in kinds}
+        encoders = {k: store.table_encoder(ALL_SYMBOLS) for k in kinds}
+        for encoder in encoders.values():
+            cleanup.callback(encoder.close)  # its working file, unless the table is written
+        taken = {
+            k: _run(writer, _take_rows, rows=rows_of[k], encoder=encoders[k], held=held[k])
+            for k in kinds
+        }
         pack: Future[TakenFeatures] | None = None
         if spec is not None:
             new_pack = store.pack_writer(
@@ -241,8 +247,10 @@ def assemble(task: AssembleTask) -> AssembleResult:
     return out
 
 
-def _take_rows(rows: Handoff[pa.Table], held: Future[pa.Table | None]) -> TakenRows:
-    return take_rows(rows, held.result())
+def _take_rows(
+    rows: Handoff[pa.Table], encoder: TableEncoder, held: Future[pa.Table | None]
+) -> TakenRows:
+    return take_rows(rows, encoder, held.result())
 
 
 def _take_features(

@@ -24,7 +24,7 @@ from ticktensor.ingest._handoff import Handoff
 from ticktensor.ingest._merge import Merged
 from ticktensor.ingest._session_stats import StatsPartial
 from ticktensor.schemas import EventKind, FeatureSpec
-from ticktensor.store import ALL_SYMBOLS, PackData, PackWriter, Store, TableEncoder
+from ticktensor.store import PackData, PackWriter, TableEncoder
 
 __all__ = [
     "BlockSummary",
@@ -89,12 +89,11 @@ class TakenRows:
     tables: list[pa.Table] = field(default_factory=list)
 
 
-def take_rows(blocks: Handoff[pa.Table], held: pa.Table | None) -> TakenRows:
-    """Encode the blocks' tables of a kind in order (when ``held``, the stored rows of
-    the kind, is None), else keep them for the merge with ``held``."""
+def take_rows(blocks: Handoff[pa.Table], encoder: TableEncoder, held: pa.Table | None) -> TakenRows:
+    """Encode the blocks' tables of a kind in order with ``encoder`` (when ``held``, the
+    stored rows of the kind, is None), else keep them for the merge with ``held``."""
     if held is not None:
         return TakenRows(tables=list(blocks))
-    encoder = Store.table_encoder(ALL_SYMBOLS)
     for table in blocks:
         encoder.append(table)
     return TakenRows(encoder=encoder)

@@ -232,7 +232,7 @@ class Location:
             return False
         target = self.path(rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        with self._naming(rel):
+        with self.writing(rel):
             os.replace(self.path(src), target)
         return True
 
@@ -282,7 +282,7 @@ class Location:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
         try:
-            with self._naming(rel), open(tmp, "wb") as f:
+            with self.writing(rel), open(tmp, "wb") as f:
                 f.writelines(parts)  # no joined copy of a shard's chunks
                 f.flush()
                 if durable:
@@ -339,7 +339,7 @@ class Location:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
         try:
-            with self._naming(rel), open(tmp, "wb") as f:
+            with self.writing(rel), open(tmp, "wb") as f:
                 yield f
             os.replace(tmp, target)
         finally:
@@ -347,8 +347,8 @@ class Location:
                 os.unlink(tmp)
 
     @contextlib.contextmanager
-    def _naming(self, rel: str) -> Iterator[None]:
-        """OS errors of a write (ENOSPC, EIO ...) that do not name a file name ``rel``."""
+    def writing(self, rel: str) -> Iterator[None]:
+        """Writing ``rel``: OS errors (ENOSPC, EIO ...) that name no file name it."""
         try:
             yield
         except StoreError:

@@ -11,6 +11,7 @@ needs every row. :func:`write_pack` is the same writer given every row at once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import uuid
@@ -150,12 +151,14 @@ class _Spill:
         """What writes ``array``'s stored chunks, shard by shard."""
 
         def write(shard: int, data: Buffer) -> None:
-            f = self._files.get((array, shard))
-            if f is None:
-                path = self.location.path(self._rel(array, shard))
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                f = self._files[array, shard] = open(path, "wb")  # noqa: SIM115 (closed by move)
-            f.write(data)
+            rel = self._rel(array, shard)
+            with self.location.writing(rel):
+                f = self._files.get((array, shard))
+                if f is None:
+                    path = self.location.path(rel)
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    f = self._files[array, shard] = open(path, "wb")  # noqa: SIM115 (by move)
+                f.write(data)
 
         return write
 
@@ -164,7 +167,7 @@ class _Spill:
     ) -> int:
         """End the shard's object with its ``index`` and move it to ``rel``; its size."""
         f = self._files.pop((array, shard))
-        with f:
+        with self.location.writing(self._rel(array, shard)), f:
             f.write(index)
             size = f.tell()
         self.location.move_content_addressed(self._rel(array, shard), rel, digest, exists=existed)
@@ -172,7 +175,8 @@ class _Spill:
 
     def discard(self) -> None:
         for f in self._files.values():
-            f.close()
+            with contextlib.suppress(OSError):  # a failed write (a full disk) is dropped
+                f.close()
         self._files.clear()
         self.location.remove_tree(self.folder)
 

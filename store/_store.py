@@ -50,7 +50,6 @@ from ._tables import (
     ROW_GROUP_ROWS,
     SESSION_ROW_GROUP_ROWS,
     TableEncoder,
-    table_path,
     write_table,
 )
 from ._verify import VerifyReport, verify_manifest
@@ -392,11 +391,14 @@ class Store:
             kind=kind, symbol=symbol, session=session, encoder=encoder, sources=sources
         )
 
-    @staticmethod
-    def table_encoder(symbol: str) -> TableEncoder:
+    def table_encoder(self, symbol: str) -> TableEncoder:
         """An encoder of a table of ``symbol`` (or of every symbol: ``ALL_SYMBOLS``), to
-        append its rows a part at a time and store it with :meth:`write_encoded_table`."""
-        return TableEncoder(SESSION_ROW_GROUP_ROWS if symbol == ALL_SYMBOLS else ROW_GROUP_ROWS)
+        append its rows a part at a time and store it with :meth:`write_encoded_table`;
+        close it if it is not written (see :class:`TableEncoder`)."""
+        return TableEncoder(
+            SESSION_ROW_GROUP_ROWS if symbol == ALL_SYMBOLS else ROW_GROUP_ROWS,
+            location=self._location,
+        )
 
     def write_encoded_table(
         self,
@@ -408,20 +410,16 @@ class Store:
         sources: Sequence[SourceFile] = (),
     ) -> TableRecord:
         """:meth:`write_table` of the rows appended to ``encoder`` (which it finishes)."""
-        data = encoder.finish()
-        digest = sha256_hex(memoryview(data))
         published = self._latest().tables.get((kind, symbol, session))
-        if published is not None and published.path == table_path(kind, symbol, session, digest):
-            return published
         return write_table(
             self._location,
             kind=kind,
             symbol=symbol,
             session=session,
-            encoded=encoder,
-            data=data,
-            digest=digest,
+            encoder=encoder,
+            data=encoder.finish(),
             sources=sources,
+            published=lambda path: published if published and published.path == path else None,
         )
 
     def commit(

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import io
-from collections.abc import Sequence
+import os
+import uuid
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,14 +46,21 @@ class TableEncoder:
     The parts' rows are cut into row groups of ``row_group_rows`` as one table's would
     be (a part's rows short of a whole row group wait for the next part), so the bytes
     equal :func:`encode_table` of the parts concatenated: a session's table can be
-    encoded while its later blocks are still being merged.
+    encoded while its later blocks are still being merged. Given a local ``location``,
+    the bytes go to a working file in its ``events/`` folder (``rel``), which
+    :meth:`Store.write_encoded_table` moves into place, instead of growing in memory;
+    :meth:`close` removes it when the table is not written.
     """
 
-    def __init__(self, row_group_rows: int = ROW_GROUP_ROWS) -> None:
+    def __init__(
+        self, row_group_rows: int = ROW_GROUP_ROWS, *, location: Location | None = None
+    ) -> None:
         self.row_group_rows = row_group_rows
         self.rows = 0
         self.ts_range: tuple[int | None, int | None] = (None, None)
-        self._sink = pa.BufferOutputStream()
+        self.location = location if location is not None and location.is_local else None
+        self.rel = f"events/{uuid.uuid4().hex}.writing.parquet" if self.location else None
+        self._sink: pa.NativeFile | None = None
         self._writer: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
         self._pending: pa.Table | None = None
@@ -67,6 +78,7 @@ class TableEncoder:
                 or pa.types.is_large_string(f.type)
                 or pa.types.is_dictionary(f.type)
             ]
+            self._sink = self._open()
             self._writer = pq.ParquetWriter(
                 self._sink, table.schema, compression="zstd", use_dictionary=text or False
             )
@@ -82,20 +94,51 @@ class TableEncoder:
             self._write(pending.slice(0, whole))
         self._pending = pending.slice(whole) if whole < pending.num_rows else None
 
-    def finish(self) -> pa.Buffer:
-        """The Parquet bytes: the last (partial) row group, then the footer."""
-        if self._writer is None or self._schema is None:
+    def finish(self) -> pa.Buffer | None:
+        """Write the last (partial) row group and the footer: the Parquet bytes, or
+        None when they went to the working file ``rel``."""
+        if self._writer is None or self._schema is None or self._sink is None:
             raise ValueError("a table needs at least one part (its schema) to be encoded")
         if self._pending is not None:
             self._write(self._pending)
         elif self.rows == 0:
             self._write(self._schema.empty_table())  # one empty row group, as pyarrow writes
-        self._writer.close()
-        return self._sink.getvalue()
+        with self._writing():
+            self._writer.close()
+            if isinstance(self._sink, pa.BufferOutputStream):
+                return self._sink.getvalue()
+            self._sink.close()
+        return None
+
+    def close(self) -> None:
+        """Remove the working file of a table that is not written (nothing once moved)."""
+        # The table is dropped: a failing write (a full disk) need not fail again here.
+        with contextlib.suppress(OSError):
+            if self._writer is not None and self._writer.is_open:
+                self._writer.close()
+        with contextlib.suppress(OSError):
+            if self._sink is not None and not self._sink.closed:
+                self._sink.close()
+        if self.location is not None and self.rel is not None:
+            self.location.remove_tree(self.rel)
+
+    def _open(self) -> pa.NativeFile:
+        if self.location is None or self.rel is None:
+            return pa.BufferOutputStream()
+        path = self.location.path(self.rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return pa.OSFile(path, "wb")
 
     def _write(self, table: pa.Table) -> None:
         assert self._writer is not None  # set by the first append
-        self._writer.write_table(table, row_group_size=self.row_group_rows)
+        with self._writing():
+            self._writer.write_table(table, row_group_size=self.row_group_rows)
+
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        """Errors of writing the working file name it."""
+        if self.location is None or self.rel is None:
+            return contextlib.nullcontext()
+        return self.location.writing(self.rel)
 
 
 def _merged_range(
@@ -113,7 +156,9 @@ def encode_table(table: pa.Table, row_group_rows: int = ROW_GROUP_ROWS) -> pa.Bu
     """The Parquet bytes stored for ``table`` (zstd; deterministic for equal tables)."""
     encoder = TableEncoder(row_group_rows)
     encoder.append(table)
-    return encoder.finish()
+    data = encoder.finish()
+    assert data is not None  # an encoder without a location encodes in memory
+    return data
 
 
 def table_path(kind: str, symbol: str, session: str, digest: str) -> str:
@@ -129,24 +174,42 @@ def write_table(
     kind: str,
     symbol: str,
     session: str,
-    encoded: TableEncoder,
-    data: pa.Buffer,
-    digest: str,
+    encoder: TableEncoder,
+    data: pa.Buffer | None,
     sources: Sequence[SourceFile] = (),
+    published: Callable[[str], TableRecord | None] | None = None,
 ) -> TableRecord:
-    """Store ``data`` (``encoded.finish()``, of sha256 ``digest``) and return its record."""
+    """Store the table ``encoder`` encoded (``data``, what its :meth:`TableEncoder.finish`
+    returned: its bytes, or None when they are in its working file) and return its
+    record; ``published(path)`` returns the latest version's record at the table's path,
+    if any: then nothing is written and it is returned."""
+    if data is None:
+        assert encoder.rel is not None  # the bytes are in the encoder's working file
+        with open(location.path(encoder.rel), "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        size = location.size(encoder.rel)
+    else:
+        digest, size = sha256_hex(memoryview(data)), data.size
     rel = table_path(kind, symbol, session, digest)
-    location.write_atomic(rel, memoryview(data), durable=False)  # the commit flushes it
-    start, end = encoded.ts_range
+    found = None if published is None else published(rel)
+    if found is not None:
+        encoder.close()
+        return found
+    if data is None:
+        assert encoder.rel is not None
+        location.move_content_addressed(encoder.rel, rel, digest, exists=True)
+    else:
+        location.write_atomic(rel, memoryview(data), durable=False)  # the commit flushes it
+    start, end = encoder.ts_range
     return TableRecord(
         kind=kind,
         symbol=symbol,
         session=session,
         path=rel,
-        rows=encoded.rows,
+        rows=encoder.rows,
         ts_start=start,
         ts_end=end,
-        file=FileEntry(digest, data.size),
+        file=FileEntry(digest, size),
         sources=tuple(sources),
     )
 

@@ -61,6 +61,8 @@ CHILD = textwrap.dedent(
             writes += 1
             if crash_at == "chunk" and writes == arg:
                 die()
+        if crash_at == "table" and str(src).endswith(".writing.parquet"):  # a table, moved in
+            die()
         if crash_at == "rename" and str(dst).endswith("latest.json"):
             die()
         return orig_replace(src, dst)

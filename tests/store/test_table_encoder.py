@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from ticktensor.errors import SchemaError
 from ticktensor.store import ALL_SYMBOLS, Store, TableEncoder
+from ticktensor.store._tables import encode_table
 
 
 def _trades(rows: int, seed: int = 0) -> pa.Table:
@@ -110,3 +111,26 @@ def test_the_store_writes_an_encoded_table_as_it_writes_the_table(tmp_path: Path
     assert parts == whole
     written = (tmp_path / "two" / parts.path).read_bytes()
     assert written == (tmp_path / "one" / whole.path).read_bytes()
+
+
+def test_a_local_store_encodes_to_a_working_file_moved_into_place(tmp_path: Path) -> None:
+    table = _trades(70_000)
+    store = Store.create(str(tmp_path / "s"))
+    encoder = store.table_encoder(ALL_SYMBOLS)
+    encoder.append(table)
+    assert encoder.rel is not None
+    assert (tmp_path / "s" / encoder.rel).exists()  # the row groups so far, on disk
+    record = store.write_encoded_table(
+        kind="trades", symbol=ALL_SYMBOLS, session="2024-01-02", encoder=encoder
+    )
+    written = (tmp_path / "s" / record.path).read_bytes()
+    assert written == bytes(encode_table(table, 1 << 16))  # as encoded in memory
+    assert not list((tmp_path / "s" / "events").glob("*.writing.parquet"))
+
+
+def test_an_encoder_closed_unwritten_leaves_nothing(tmp_path: Path) -> None:
+    store = Store.create(str(tmp_path / "s"))
+    encoder = store.table_encoder(ALL_SYMBOLS)
+    encoder.append(_trades(70_000))
+    encoder.close()
+    assert not list((tmp_path / "s" / "events").glob("*.writing.parquet"))
