@@ -11,11 +11,13 @@ needs every row. :func:`write_pack` is the same writer given every row at once.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import os
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, Final
 
 import numpy as np
@@ -50,16 +52,19 @@ from ._zarr_write import (
 __all__ = ["PackWriter", "write_pack"]
 
 _DIMENSIONS: Final = {"ts": ["time"], "values": ["time", "feature"], "labels": ["time", "label"]}
+#: Chunks a pack writer lets its pool encode and hash ahead of the one it stores.
+_AHEAD: Final = 4
 
 
 class _Chunks:
     """One array of a pack cut into inner chunks of ``chunk_rows`` rows as its rows come.
 
-    Each full chunk is encoded and hashed when its last row comes: its stored bytes
-    (``digests``), its raw little-endian bytes (``raw_digests``, for the content hash;
-    the same hash when the codec stores raw bytes), and the running hash of its shard's
-    object (``per_shard`` chunks each). Rows short of a chunk wait for the next block.
-    The stored chunks are handed to ``spill(shard, data)`` when given, else held.
+    Each full chunk is encoded and hashed when its last row comes, on ``pool`` (a few
+    chunks ahead): its stored bytes (``digests``) and its raw little-endian bytes
+    (``raw_digests``, for the content hash; the same hash when the codec stores raw
+    bytes). This thread takes the chunks in order to update the running hash of their
+    shard's object (``per_shard`` chunks each) and hands them to ``spill(shard, data)``
+    when given, else holds them. Rows short of a chunk wait for the next block.
     """
 
     def __init__(
@@ -68,6 +73,7 @@ class _Chunks:
         chunk_rows: int,
         per_shard: int,
         layout: Layout,
+        pool: ThreadPoolExecutor,
         spill: Callable[[int, Buffer], None] | None = None,
     ) -> None:
         self.dtype = dtype
@@ -75,12 +81,14 @@ class _Chunks:
         self.per_shard = per_shard
         self.encode = chunk_codec(layout, dtype.itemsize)
         self.raw_is_stored = layout.codec == Codec.NONE
+        self.pool = pool
         self.spill = spill
         self.held: list[Buffer] = []
         self.sizes: list[int] = []
         self.digests: list[bytes] = []
         self.raw_digests: list[bytes] = []
         self.shards: list[Any] = []  # hashlib's sha256 of each shard's object so far
+        self._encoding: collections.deque[Future[tuple[Buffer, bytes, bytes]]] = collections.deque()
         self._waiting: list[npt.NDArray[Any]] = []
         self._waiting_rows = 0
 
@@ -101,10 +109,10 @@ class _Chunks:
 
     def finish(self, chunk_rows: int) -> None:
         """Store the waiting rows as the last chunk of ``chunk_rows`` rows (padded with
-        the fill value, as Zarr stores a partial chunk)."""
-        if not self._waiting_rows:
-            return
-        self._add(padded_chunk(self._take_waiting(), chunk_rows))
+        the fill value, as Zarr stores a partial chunk), and every chunk still encoding."""
+        if self._waiting_rows:
+            self._add(padded_chunk(self._take_waiting(), chunk_rows))
+        self._take(0)
 
     def _wait(self, rows: npt.NDArray[Any]) -> None:
         self._waiting.append(rows)
@@ -116,20 +124,31 @@ class _Chunks:
         return rows
 
     def _add(self, chunk: npt.NDArray[Any]) -> None:
-        raw = chunk.data.cast("B")  # one flat byte view of the rows
+        self._encoding.append(self.pool.submit(self._encoded, chunk))
+        self._take(_AHEAD)
+
+    def _encoded(self, chunk: npt.NDArray[Any]) -> tuple[Buffer, bytes, bytes]:
+        """The chunk's stored bytes, their sha256, and the sha256 of its raw bytes."""
         stored = self.encode(chunk)
         digest = hashlib.sha256(stored).digest()
-        self.raw_digests.append(digest if self.raw_is_stored else hashlib.sha256(raw).digest())
-        shard = len(self.sizes) // self.per_shard
-        if shard == len(self.shards):
-            self.shards.append(hashlib.sha256())
-        self.shards[shard].update(stored)
-        if self.spill is None:
-            self.held.append(stored)
-        else:
-            self.spill(shard, stored)
-        self.sizes.append(len(stored))
-        self.digests.append(digest)
+        raw = digest if self.raw_is_stored else hashlib.sha256(chunk.data.cast("B")).digest()
+        return stored, digest, raw
+
+    def _take(self, ahead: int) -> None:
+        """Take the encoded chunks in order, but the last ``ahead`` (still encoding)."""
+        while len(self._encoding) > ahead:
+            stored, digest, raw = self._encoding.popleft().result()
+            shard = len(self.sizes) // self.per_shard
+            if shard == len(self.shards):
+                self.shards.append(hashlib.sha256())
+            self.shards[shard].update(stored)
+            if self.spill is None:
+                self.held.append(stored)
+            else:
+                self.spill(shard, stored)
+            self.sizes.append(len(stored))
+            self.digests.append(digest)
+            self.raw_digests.append(raw)
 
 
 class _Spill:
@@ -227,12 +246,15 @@ class PackWriter:
             dtypes["labels"] = np.dtype(np.float32)
         self._spill = _Spill(location, session) if location.is_local else None
         self._finished = False
+        # Encoding and hashing release the GIL: two threads beside the one appending.
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="ticktensor-pack")
         self._arrays = {
             name: _Chunks(
                 dtype,
                 layout.chunk_rows,
                 per_shard,
                 layout,
+                self._pool,
                 None if self._spill is None else self._spill.writer(name),
             )
             for name, dtype in dtypes.items()
@@ -297,6 +319,7 @@ class PackWriter:
     def close(self) -> None:
         """Drop what was stored of a pack that is not finished (nothing once it is)."""
         self._finished = True
+        self._pool.shutdown(cancel_futures=True)
         if self._spill is not None:
             self._spill.discard()
 

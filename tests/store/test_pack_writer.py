@@ -170,9 +170,9 @@ def test_a_local_writer_stores_chunks_as_they_come_and_moves_them_at_the_end(
 ) -> None:
     store = Store.create(str(tmp_path / "s"))
     writer = store.pack_writer(
-        session="2024-01-02", feature_names=FEATURES, layout=Layout(chunk_rows=64)
+        session="2024-01-02", feature_names=FEATURES, layout=Layout(chunk_rows=4096)
     )
-    data = _session([300, 200])
+    data = _session([30_000, 20_000])
     writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
     (working,) = _writing(tmp_path / "s")
     assert sum(p.stat().st_size for p in working.rglob("*") if p.is_file()) > 0
@@ -202,7 +202,7 @@ def test_repair_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
     writer = store.pack_writer(
         session="2024-01-02", feature_names=FEATURES, layout=Layout(chunk_rows=64)
     )
-    data = _session([300])
+    data = _session([3_000])
     writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
     assert _writing(tmp_path / "s")  # the writer dies here: nothing closes it
     report = store.repair(grace_s=0)
