@@ -182,6 +182,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
                 feature_names=spec.features,
                 label_names=spec.label_names,
                 layout=task.layout,
+                threads=0,  # the blocks' threads keep the cores busy meanwhile
             )
             cleanup.callback(new_pack.close)  # what it stored, unless it finished
             pack = _run(

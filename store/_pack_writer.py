@@ -60,11 +60,12 @@ class _Chunks:
     """One array of a pack cut into inner chunks of ``chunk_rows`` rows as its rows come.
 
     Each full chunk is encoded and hashed when its last row comes, on ``pool`` (a few
-    chunks ahead): its stored bytes (``digests``) and its raw little-endian bytes
-    (``raw_digests``, for the content hash; the same hash when the codec stores raw
-    bytes). This thread takes the chunks in order to update the running hash of their
-    shard's object (``per_shard`` chunks each) and hands them to ``spill(shard, data)``
-    when given, else holds them. Rows short of a chunk wait for the next block.
+    chunks ahead; without one, on this thread): its stored bytes (``digests``) and its
+    raw little-endian bytes (``raw_digests``, for the content hash; the same hash when
+    the codec stores raw bytes). This thread takes the chunks in order to update the
+    running hash of their shard's object (``per_shard`` chunks each) and hands them to
+    ``spill(shard, data)`` when given, else holds them. Rows short of a chunk wait for
+    the next block.
     """
 
     def __init__(
@@ -73,7 +74,7 @@ class _Chunks:
         chunk_rows: int,
         per_shard: int,
         layout: Layout,
-        pool: ThreadPoolExecutor,
+        pool: ThreadPoolExecutor | None,
         spill: Callable[[int, Buffer], None] | None = None,
     ) -> None:
         self.dtype = dtype
@@ -124,8 +125,14 @@ class _Chunks:
         return rows
 
     def _add(self, chunk: npt.NDArray[Any]) -> None:
-        self._encoding.append(self.pool.submit(self._encoded, chunk))
-        self._take(_AHEAD)
+        if self.pool is None:
+            done: Future[tuple[Buffer, bytes, bytes]] = Future()
+            done.set_result(self._encoded(chunk))
+            self._encoding.append(done)
+            self._take(0)
+        else:
+            self._encoding.append(self.pool.submit(self._encoded, chunk))
+            self._take(_AHEAD)
 
     def _encoded(self, chunk: npt.NDArray[Any]) -> tuple[Buffer, bytes, bytes]:
         """The chunk's stored bytes, their sha256, and the sha256 of its raw bytes."""
@@ -209,7 +216,8 @@ class PackWriter:
     Blocks come in symbol order: each block's symbols sorted, distinct and after the
     previous block's, each with rows (``offsets`` from 0, as :func:`write_pack` takes
     them). :meth:`finish` writes the pack and returns its record; :meth:`close` drops a
-    writer that will not finish. On a local store each chunk is written to a working
+    writer that will not finish. ``threads`` encode and hash the chunks beside the
+    appending thread (0: that thread does). On a local store each chunk is written to a working
     folder as it comes (moved into the pack's folder by :meth:`finish`); on an object
     store the chunks are held in memory until then. The arrays appended must not change
     until their chunks are stored (uncompressed chunks are views of them).
@@ -224,6 +232,7 @@ class PackWriter:
         label_names: Sequence[str],
         layout: Layout,
         published: Callable[[str], PackRecord | None] | None = None,
+        threads: int = 2,
     ) -> None:
         self._location = location
         self.session = session
@@ -246,8 +255,8 @@ class PackWriter:
             dtypes["labels"] = np.dtype(np.float32)
         self._spill = _Spill(location, session) if location.is_local else None
         self._finished = False
-        # Encoding and hashing release the GIL: two threads beside the one appending.
-        self._pool = ThreadPoolExecutor(2, thread_name_prefix="ticktensor-pack")
+        # Encoding and hashing release the GIL: threads beside the one appending.
+        self._pool = ThreadPoolExecutor(threads, "ticktensor-pack") if threads else None
         self._arrays = {
             name: _Chunks(
                 dtype,
@@ -319,7 +328,8 @@ class PackWriter:
     def close(self) -> None:
         """Drop what was stored of a pack that is not finished (nothing once it is)."""
         self._finished = True
-        self._pool.shutdown(cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
         if self._spill is not None:
             self._spill.discard()
 

@@ -356,9 +356,12 @@ class Store:
         feature_names: Sequence[str],
         label_names: Sequence[str] = (),
         layout: Layout | None = None,
+        threads: int = 2,
     ) -> PackWriter:
         """A writer of the session's pack taking its rows a block of symbols at a time
-        (see :class:`PackWriter`): :meth:`write_pack` for rows that come in blocks."""
+        (see :class:`PackWriter`): :meth:`write_pack` for rows that come in blocks.
+        ``threads`` encode and hash its chunks (0: the appending thread, when other
+        threads keep the cores busy)."""
         published = self._latest().packs.get((session,))
         return PackWriter(
             self._location,
@@ -367,6 +370,7 @@ class Store:
             label_names=label_names,
             layout=layout or self._layout,
             published=lambda path: published if published and published.path == path else None,
+            threads=threads,
         )
 
     def write_table(

@@ -36,10 +36,16 @@ def _session(counts: list[int], seed: int = 0) -> dict[str, Any]:
     }
 
 
-def _in_blocks(store: Store, data: dict[str, Any], cuts: list[int], layout: Layout) -> Any:
+def _in_blocks(
+    store: Store, data: dict[str, Any], cuts: list[int], layout: Layout, threads: int = 2
+) -> Any:
     """The pack of ``data`` appended in blocks of symbols cut at ``cuts``."""
     writer = store.pack_writer(
-        session="2024-01-02", feature_names=FEATURES, label_names=("y",), layout=layout
+        session="2024-01-02",
+        feature_names=FEATURES,
+        label_names=("y",),
+        layout=layout,
+        threads=threads,
     )
     bounds = sorted({0, len(data["symbols"]), *(min(c, len(data["symbols"])) for c in cuts)})
     offsets = data["offsets"]
@@ -66,6 +72,7 @@ def _files(root: Path, rel: str) -> dict[str, bytes]:
     cuts=st.lists(st.integers(1, 12), max_size=5),
     codec=st.sampled_from([Codec.NONE, Codec.ZSTD]),
     chunks_per_shard=st.sampled_from([1, 3, 1000]),
+    threads=st.sampled_from([0, 1, 2]),
 )
 def test_blocks_write_the_bytes_of_one_write(
     tmp_path_factory: pytest.TempPathFactory,
@@ -73,6 +80,7 @@ def test_blocks_write_the_bytes_of_one_write(
     cuts: list[int],
     codec: Codec,
     chunks_per_shard: int,
+    threads: int,
 ) -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("ticktensor.store._packs.SHARD_BYTES", chunks_per_shard * 64 * 3 * 4)
@@ -86,7 +94,7 @@ def test_blocks_write_the_bytes_of_one_write(
             layout=layout,
             **data,
         )
-        parts = _in_blocks(Store.create(str(root / "parts")), data, cuts, layout)
+        parts = _in_blocks(Store.create(str(root / "parts")), data, cuts, layout, threads)
     assert parts == whole
     assert _files(root / "parts", parts.path) == _files(root / "whole", whole.path)
 
