@@ -6,7 +6,7 @@ hashes them (each chunk's stored bytes, the running hash of the shard object it 
 to, and the chunk's raw bytes for the content hash), so that once the last block has
 come only the small objects are left to hash and the objects to write. Nothing is
 written before :meth:`PackWriter.finish`: the folder is named by the content hash, which
-needs every row. :func:`write_pack` is the same writer given every row at once.
+needs every row. ``Store.write_pack`` is the same writer given every row at once.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from ._zarr_write import (
     sharding_document,
 )
 
-__all__ = ["PackWriter", "write_pack"]
+__all__ = ["PackWriter"]
 
 _DIMENSIONS: Final = {"ts": ["time"], "values": ["time", "feature"], "labels": ["time", "label"]}
 #: Chunks a pack writer lets its pool encode and hash ahead of the one it stores.
@@ -214,12 +214,12 @@ class PackWriter:
     """One session's pack, its rows appended a block of symbols at a time.
 
     Blocks come in symbol order: each block's symbols sorted, distinct and after the
-    previous block's, each with rows (``offsets`` from 0, as :func:`write_pack` takes
+    previous block's, each with rows (``offsets`` from 0, as ``Store.write_pack`` takes
     them). :meth:`finish` writes the pack and returns its record; :meth:`close` drops a
     writer that will not finish. ``threads`` encode and hash the chunks beside the
-    appending thread (0: that thread does). On a local store each chunk is written to a working
-    folder as it comes (moved into the pack's folder by :meth:`finish`); on an object
-    store the chunks are held in memory until then. The arrays appended must not change
+    appending thread (0: that thread does). On a local store each chunk is written to a
+    working folder as it comes (moved into the pack's folder by :meth:`finish`); on an
+    object store the chunks are held in memory until then. The arrays appended must not change
     until their chunks are stored (uncompressed chunks are views of them).
     """
 
@@ -448,36 +448,3 @@ class PackWriter:
             dimension_names=_DIMENSIONS[name],
             attributes=attributes,
         )
-
-
-def write_pack(
-    location: Location,
-    *,
-    session: str,
-    symbols: Sequence[str],
-    offsets: Int64s,
-    ts: Int64s,
-    values: Floats,
-    labels: Floats | None,
-    feature_names: Sequence[str],
-    label_names: Sequence[str],
-    layout: Layout,
-    sources: Sequence[SourceFile] = (),
-    published: Callable[[str], PackRecord | None] | None = None,
-) -> PackRecord:
-    """Write one pack and return its record (not yet part of any version).
-
-    ``published(path)`` returns the latest version's record at the pack's path, if any:
-    then nothing is written and it is returned (idempotent reruns). See
-    :meth:`PackWriter.finish` for a folder already at the path.
-    """
-    writer = PackWriter(
-        location,
-        session=session,
-        feature_names=feature_names,
-        label_names=label_names,
-        layout=layout,
-        published=published,
-    )
-    writer.append(symbols, offsets, ts, values, labels)
-    return writer.finish(sources)
