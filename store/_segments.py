@@ -24,9 +24,11 @@ from ._zarr_write import array_files, group_file
 __all__ = [
     "SEGMENT_FORMAT_VERSION",
     "SegmentArrays",
+    "check_segment_content",
     "open_segment",
     "read_array",
     "read_checked_segment",
+    "refuse_links",
     "segment_content_hash",
     "write_segment",
 ]
@@ -225,13 +227,7 @@ def open_segment(
     chunk is then checked as it is read (see :class:`GuardedStore`).
     """
     where = f"segment {record.symbol}/{record.session} ({location.display(record.path)})"
-    location.check_inside(record.path)
-    links = location.find_links(record.path)
-    if links:
-        raise StoreCorruptError(
-            f"{where}: {links[0]} is a symlink; a store holds plain files only "
-            "(rule: store_relative_path)"
-        )
+    refuse_links(location, record.path, where)
     try:
         layout = Layout.from_dict(dict(record.layout))
     except (KeyError, TypeError, ValueError) as exc:
@@ -359,13 +355,7 @@ def read_checked_segment(location: Location, record: SegmentRecord) -> Rows | No
     itself): zarr-python then reads it (:meth:`StoreVersion.read_segment`).
     """
     where = f"segment {record.symbol}/{record.session}"
-    location.check_inside(record.path)
-    links = location.find_links(record.path)
-    if links:
-        raise StoreCorruptError(
-            f"{where} ({location.display(record.path)}): {links[0]} is a symlink; a store "
-            "holds plain files only (rule: store_relative_path)"
-        )
+    refuse_links(location, record.path, f"{where} ({location.display(record.path)})")
     try:
         layout = Layout.from_dict(dict(record.layout))
     except (KeyError, TypeError, ValueError):
@@ -383,6 +373,19 @@ def read_checked_segment(location: Location, record: SegmentRecord) -> Rows | No
             return None
         arrays[name] = array
     ts, values, labels = arrays["ts"], arrays["values"], arrays.get("labels")
+    check_segment_content(location, record, ts, values, labels, layout)
+    return ts, values, labels
+
+
+def check_segment_content(
+    location: Location,
+    record: SegmentRecord,
+    ts: npt.NDArray[np.int64],
+    values: npt.NDArray[np.float32],
+    labels: npt.NDArray[np.float32] | None,
+    layout: Layout,
+) -> None:
+    """The decoded rows of a segment must hash to its record's content hash."""
     again = segment_content_hash(
         record.symbol,
         record.session,
@@ -398,7 +401,17 @@ def read_checked_segment(location: Location, record: SegmentRecord) -> Rows | No
             f"{location.display(record.path)}: decoded content hash "
             f"{again[:16]} != recorded {record.content_hash[:16]}"
         )
-    return ts, values, labels
+
+
+def refuse_links(location: Location, rel: str, where: str) -> None:
+    """A folder of the store (``rel``) must hold plain files only, no symlinks."""
+    location.check_inside(rel)
+    links = location.find_links(rel)
+    if links:
+        raise StoreCorruptError(
+            f"{where}: {links[0]} is a symlink; a store holds plain files only "
+            "(rule: store_relative_path)"
+        )
 
 
 def _checked_file(location: Location, record: SegmentRecord, key: str, where: str) -> bytes | None:

@@ -30,9 +30,9 @@ from ._packs import (
 from ._segments import (
     SegmentArrays,
     array_of,
+    check_segment_content,
     open_segment,
     read_array,
-    segment_content_hash,
 )
 from ._state import VersionState
 from ._tables import read_table
@@ -257,21 +257,8 @@ class StoreVersion:
                 f"manifest says {record.rows}"
             )
         if verify:
-            again = segment_content_hash(
-                record.symbol,
-                record.session,
-                ts,
-                values,
-                labels,
-                record.feature_names,
-                record.label_names,
-                Layout.from_dict(dict(record.layout)),
-            )
-            if again != record.content_hash:
-                raise StoreCorruptError(
-                    f"{self._location.display(record.path)}: decoded content hash "
-                    f"{again[:16]} != recorded {record.content_hash[:16]}"
-                )
+            layout = Layout.from_dict(dict(record.layout))
+            check_segment_content(self._location, record, ts, values, labels, layout)
         return SegmentData(ts=ts, values=values, labels=labels)
 
     def tables_of(self, kind: str) -> tuple[TableRecord, ...]:
