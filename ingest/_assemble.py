@@ -140,17 +140,46 @@ def assemble(task: AssembleTask) -> AssembleResult:
     with (
         ExitStack() as cleanup,  # exits last: after the pools' tasks are done
         _pool(task.threads, "ticktensor-session") as pool,
-        # Besides the task's threads, one per table and one for the pack: they mostly
-        # wait for the blocks.
-        _pool(task.threads + len(kinds) + 1 if task.threads > 1 else 1, "ticktensor-tables")
-        as writer,
+        # Besides the task's threads, one per table and one for the pack (always threads:
+        # the blocks may wait for them): they mostly wait for the blocks.
+        _pool(task.threads + len(kinds) + 1, "ticktensor-tables") as writer,
     ):  # fmt: skip
         held = {k: _run(pool, stored.events, version=base, kind=k) for k in kinds}
         held_features = _run(pool, stored.features, version=base) if spec else _done(None)
         # A block hands its rows over before it computes their features: the tables
-        # take them (on ``writer``) while the block computes.
-        rows_of = {k: Handoff[pa.Table](blocks) for k in kinds}
-        features_of = Handoff[SymbolFeatures | None](blocks)
+        # take them (on ``writer``) while the block computes. A handoff holds a few
+        # blocks at most: a block far ahead of what its table or pack has taken waits.
+        ahead = 2 * task.threads + 1
+        rows_of = {k: Handoff[pa.Table](blocks, ahead) for k in kinds}
+        features_of = Handoff[SymbolFeatures | None](blocks, ahead)
+        # The tables and the pack take the blocks first: a block may wait for them.
+        encoders = {k: store.table_encoder(ALL_SYMBOLS) for k in kinds}
+        for encoder in encoders.values():
+            cleanup.callback(encoder.close)  # its working file, unless the table is written
+        taken = {
+            k: _run(writer, _take_rows, rows=rows_of[k], encoder=encoders[k], held=held[k])
+            for k in kinds
+        }
+        pack: Future[TakenFeatures] | None = None
+        if spec is None:
+            features_of.close()  # nothing takes them
+        else:
+            new_pack = store.pack_writer(
+                session=task.session,
+                feature_names=spec.features,
+                label_names=spec.label_names,
+                layout=task.layout,
+                threads=0,  # the blocks' threads keep the cores busy meanwhile
+            )
+            cleanup.callback(new_pack.close)  # what it stored, unless it finished
+            pack = _run(
+                writer,
+                _take_features,
+                rows=features_of,
+                pack=new_pack,
+                spec=spec,
+                held=held_features,
+            )
 
         def block(number: int) -> BlockSummary:
             handoffs: list[Handoff[Any]] = [*rows_of.values(), features_of]
@@ -168,31 +197,6 @@ def assemble(task: AssembleTask) -> AssembleResult:
             return BlockSummary.of(merged, features)
 
         computing = [_run(pool, block, number=b) for b in range(blocks)]
-        encoders = {k: store.table_encoder(ALL_SYMBOLS) for k in kinds}
-        for encoder in encoders.values():
-            cleanup.callback(encoder.close)  # its working file, unless the table is written
-        taken = {
-            k: _run(writer, _take_rows, rows=rows_of[k], encoder=encoders[k], held=held[k])
-            for k in kinds
-        }
-        pack: Future[TakenFeatures] | None = None
-        if spec is not None:
-            new_pack = store.pack_writer(
-                session=task.session,
-                feature_names=spec.features,
-                label_names=spec.label_names,
-                layout=task.layout,
-                threads=0,  # the blocks' threads keep the cores busy meanwhile
-            )
-            cleanup.callback(new_pack.close)  # what it stored, unless it finished
-            pack = _run(
-                writer,
-                _take_features,
-                rows=features_of,
-                pack=new_pack,
-                spec=spec,
-                held=held_features,
-            )
         summaries = [c.result() for c in computing]
         events: dict[EventKind, Merge[pa.Table] | TableEncoder] = {}
         files: dict[EventKind, list[SourceFile]] = {}  # the input files of each kind
@@ -251,7 +255,10 @@ def assemble(task: AssembleTask) -> AssembleResult:
 def _take_rows(
     rows: Handoff[pa.Table], encoder: TableEncoder, held: Future[pa.Table | None]
 ) -> TakenRows:
-    return take_rows(rows, encoder, held.result())
+    try:
+        return take_rows(rows, encoder, held.result())
+    finally:
+        rows.close()  # the blocks do not wait for a taker that stopped
 
 
 def _take_features(
@@ -260,7 +267,10 @@ def _take_features(
     spec: FeatureSpec,
     held: Future[StoredFeatures | None],
 ) -> TakenFeatures:
-    return take_features(rows, pack, spec, held.result())
+    try:
+        return take_features(rows, pack, spec, held.result())
+    finally:
+        rows.close()  # the blocks do not wait for a taker that stopped
 
 
 def _write_tables(
