@@ -143,6 +143,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
         # Besides the task's threads, one per table and one for the pack (always threads:
         # the blocks may wait for them): they mostly wait for the blocks.
         _pool(task.threads + len(kinds) + 1, "ticktensor-tables") as writer,
+        ExitStack() as stop,  # exits first: a taker waiting for a block that never comes
     ):  # fmt: skip
         held = {k: _run(pool, stored.events, version=base, kind=k) for k in kinds}
         held_features = _run(pool, stored.features, version=base) if spec else _done(None)
@@ -152,6 +153,8 @@ def assemble(task: AssembleTask) -> AssembleResult:
         ahead = 2 * task.threads + 1
         rows_of = {k: Handoff[pa.Table](blocks, ahead) for k in kinds}
         features_of = Handoff[SymbolFeatures | None](blocks, ahead)
+        for handoff in [*rows_of.values(), features_of]:
+            stop.callback(handoff.close)  # (the blocks' failure, or one on this thread)
         # The tables and the pack take the blocks first: a block may wait for them.
         encoders = {k: store.table_encoder(ALL_SYMBOLS) for k in kinds}
         for encoder in encoders.values():

@@ -12,9 +12,14 @@ import threading
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
-__all__ = ["Handoff"]
+__all__ = ["Handoff", "HandoffClosedError"]
 
 T = TypeVar("T")
+
+
+class HandoffClosedError(RuntimeError):
+    """The handoff was closed (its producers gave up) before the item the consumer
+    waits for came."""
 
 
 class Handoff(Generic[T]):
@@ -25,7 +30,8 @@ class Handoff(Generic[T]):
     consumer waits (the item the consumer waits for never does), so a slow consumer
     holds at most ``ahead`` items; producers taking numbers in order on any number of
     threads cannot all wait. Once the consumer is done (or gave up), :meth:`close` lets
-    every waiting producer go and drops what they put.
+    every waiting producer go and drops what they put; a consumer still waiting then
+    raises :class:`HandoffClosedError` (the producers gave up).
     """
 
     def __init__(self, count: int, ahead: int) -> None:
@@ -60,9 +66,11 @@ class Handoff(Generic[T]):
         try:
             for number in range(self.count):
                 with self._ready:
-                    self._ready.wait_for(lambda n=number: self._arrived(n))  # type: ignore[misc]
+                    self._ready.wait_for(lambda n=number: self._arrived(n) or self._closed)  # type: ignore[misc]
                     if number in self._errors:
                         raise self._errors.pop(number)
+                    if number not in self._items:
+                        raise HandoffClosedError(f"closed before item {number} came")
                     item = self._items.pop(number)
                     self._next = number + 1
                     self._ready.notify_all()

@@ -10,7 +10,7 @@ import weakref
 
 import pytest
 
-from ticktensor.ingest._handoff import Handoff
+from ticktensor.ingest._handoff import Handoff, HandoffClosedError
 
 
 class _Item:
@@ -108,3 +108,13 @@ def test_blocks_on_threads_in_order_never_all_wait() -> None:
         assert list(handoff) == list(range(300))
         for f in futures:
             f.result(timeout=10)
+
+
+def test_a_consumer_waiting_when_the_handoff_closes_raises() -> None:
+    handoff: Handoff[int] = Handoff(3, 3)
+    handoff.put(0, 0)
+    items = iter(handoff)
+    assert next(items) == 0
+    threading.Timer(0.1, handoff.close).start()
+    with pytest.raises(HandoffClosedError, match="before item 1"):
+        next(items)
