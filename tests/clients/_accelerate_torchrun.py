@@ -18,6 +18,7 @@ of 2 x 8: the last global step is padded) gathers ids with
 
 from __future__ import annotations
 
+import gc
 import sys
 import warnings
 from datetime import timedelta
@@ -80,6 +81,15 @@ def main() -> None:
     accelerator.end_training()
 
 
+def shut_down() -> None:
+    """Drop what holds the process group and destroy it while the interpreter is alive:
+    a gloo thread that frees a collective's tensors during interpreter shutdown aborts
+    the rank ("terminate called without an active exception")."""
+    gc.collect()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def views(loader: DataLoader, rank: int) -> list[str]:
     """What is wrong with torch's view of the loader on this rank (nothing, we hope)."""
     problems = []
@@ -105,4 +115,7 @@ def write(path: Path, values: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        shut_down()
