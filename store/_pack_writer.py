@@ -4,9 +4,11 @@ A session's features are computed a block of symbols at a time. :class:`PackWrit
 takes each block as it comes: it cuts the rows into inner chunks, encodes them and
 hashes them (each chunk's stored bytes, the running hash of the shard object it goes
 to, and the chunk's raw bytes for the content hash), so that once the last block has
-come only the small objects are left to hash and the objects to write. Nothing is
-written before :meth:`PackWriter.finish`: the folder is named by the content hash, which
-needs every row. ``Store.write_pack`` is the same writer given every row at once.
+come only the small objects are left to hash and the objects to put in place. Nothing
+appears at the pack's path before :meth:`PackWriter.finish`: the folder is named by the
+content hash, which needs every row (on a local store the shards grow in a working
+folder meanwhile, then move in). ``Store.write_pack`` is the same writer given every
+row at once.
 """
 
 from __future__ import annotations
