@@ -128,13 +128,10 @@ class _Chunks:
 
     def _add(self, chunk: npt.NDArray[Any]) -> None:
         if self.pool is None:
-            done: Future[tuple[Buffer, bytes, bytes]] = Future()
-            done.set_result(self._encoded(chunk))
-            self._encoding.append(done)
-            self._take(0)
-        else:
-            self._encoding.append(self.pool.submit(self._encoded, chunk))
-            self._take(_AHEAD)
+            self._store(*self._encoded(chunk))
+            return
+        self._encoding.append(self.pool.submit(self._encoded, chunk))
+        self._take(_AHEAD)
 
     def _encoded(self, chunk: npt.NDArray[Any]) -> tuple[Buffer, bytes, bytes]:
         """The chunk's stored bytes, their sha256, and the sha256 of its raw bytes."""
@@ -144,20 +141,23 @@ class _Chunks:
         return stored, digest, raw
 
     def _take(self, ahead: int) -> None:
-        """Take the encoded chunks in order, but the last ``ahead`` (still encoding)."""
+        """Store the encoded chunks in order, but the last ``ahead`` (still encoding)."""
         while len(self._encoding) > ahead:
-            stored, digest, raw = self._encoding.popleft().result()
-            shard = len(self.sizes) // self.per_shard
-            if shard == len(self.shards):
-                self.shards.append(hashlib.sha256())
-            self.shards[shard].update(stored)
-            if self.spill is None:
-                self.held.append(stored)
-            else:
-                self.spill(shard, stored)
-            self.sizes.append(len(stored))
-            self.digests.append(digest)
-            self.raw_digests.append(raw)
+            self._store(*self._encoding.popleft().result())
+
+    def _store(self, stored: Buffer, digest: bytes, raw: bytes) -> None:
+        """The next chunk, encoded: into its shard's running hash, then spilled or held."""
+        shard = len(self.sizes) // self.per_shard
+        if shard == len(self.shards):
+            self.shards.append(hashlib.sha256())
+        self.shards[shard].update(stored)
+        if self.spill is None:
+            self.held.append(stored)
+        else:
+            self.spill(shard, stored)
+        self.sizes.append(len(stored))
+        self.digests.append(digest)
+        self.raw_digests.append(raw)
 
 
 class _Spill:

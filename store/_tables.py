@@ -18,7 +18,7 @@ from ticktensor.errors import SchemaError, StoreCorruptError
 from ._location import Location, safe_component
 from ._manifest import FileEntry, SourceFile, TableRecord, sha256_hex
 
-__all__ = ["TableEncoder", "encode_table", "read_table", "table_path", "write_table"]
+__all__ = ["TableEncoder", "read_table", "table_path", "write_table"]
 
 
 def _ts_range(table: pa.Table) -> tuple[int | None, int | None]:
@@ -45,7 +45,7 @@ class TableEncoder:
 
     The parts' rows are cut into row groups of ``row_group_rows`` as one table's would
     be (a part's rows short of a whole row group wait for the next part), so the bytes
-    equal :func:`encode_table` of the parts concatenated: a session's table can be
+    equal those of the parts concatenated, given at once: a session's table can be
     encoded while its later blocks are still being merged. Given a local ``location``,
     the bytes go to a working file in its ``events/`` folder (``rel``), which
     :meth:`Store.write_encoded_table` moves into place, instead of growing in memory;
@@ -150,15 +150,6 @@ def _merged_range(
     if b[0] is None or b[1] is None:
         return a
     return min(a[0], b[0]), max(a[1], b[1])
-
-
-def encode_table(table: pa.Table, row_group_rows: int = ROW_GROUP_ROWS) -> pa.Buffer:
-    """The Parquet bytes stored for ``table`` (zstd; deterministic for equal tables)."""
-    encoder = TableEncoder(row_group_rows)
-    encoder.append(table)
-    data = encoder.finish()
-    assert data is not None  # an encoder without a location encodes in memory
-    return data
 
 
 def table_path(kind: str, symbol: str, session: str, digest: str) -> str:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ticktensor.errors import FormatVersionError, SchemaError
-from ticktensor.store import Codec, FileEntry, Layout, Location, Store
+from ticktensor.store import Codec, FileEntry, Layout, Location, PackWriter, Store
 from ticktensor.store._packs import pack_content_hash, read_pack_index
 
 FEATURES = ("f0", "f1", "f2")
@@ -173,15 +173,23 @@ def _writing(root: Path) -> list[Path]:
     return sorted((root / "packs").glob("*.writing-*")) if (root / "packs").exists() else []
 
 
+def _appended(
+    root: Path, counts: list[int], chunk_rows: int
+) -> tuple[Store, PackWriter, dict[str, Any]]:
+    """A local store and a writer given one block of ``counts`` rows per symbol."""
+    store = Store.create(str(root))
+    writer = store.pack_writer(
+        session="2024-01-02", feature_names=FEATURES, layout=Layout(chunk_rows=chunk_rows)
+    )
+    data = _session(counts)
+    writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
+    return store, writer, data
+
+
 def test_a_local_writer_stores_chunks_as_they_come_and_moves_them_at_the_end(
     tmp_path: Path,
 ) -> None:
-    store = Store.create(str(tmp_path / "s"))
-    writer = store.pack_writer(
-        session="2024-01-02", feature_names=FEATURES, layout=Layout(chunk_rows=4096)
-    )
-    data = _session([30_000, 20_000])
-    writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
+    store, writer, data = _appended(tmp_path / "s", [30_000, 20_000], 4096)
     (working,) = _writing(tmp_path / "s")
     assert sum(p.stat().st_size for p in working.rglob("*") if p.is_file()) > 0
     record = writer.finish()
@@ -191,12 +199,7 @@ def test_a_local_writer_stores_chunks_as_they_come_and_moves_them_at_the_end(
 
 
 def test_a_writer_closed_unfinished_leaves_nothing(tmp_path: Path) -> None:
-    store = Store.create(str(tmp_path / "s"))
-    writer = store.pack_writer(
-        session="2024-01-02", feature_names=FEATURES, layout=Layout(chunk_rows=64)
-    )
-    data = _session([300])
-    writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
+    _, writer, data = _appended(tmp_path / "s", [300], 64)
     writer.close()
     assert _writing(tmp_path / "s") == []
     with pytest.raises(SchemaError, match="finished or closed"):
@@ -206,12 +209,7 @@ def test_a_writer_closed_unfinished_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_repair_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
-    store = Store.create(str(tmp_path / "s"))
-    writer = store.pack_writer(
-        session="2024-01-02", feature_names=FEATURES, layout=Layout(chunk_rows=64)
-    )
-    data = _session([3_000])
-    writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
+    store, writer, _ = _appended(tmp_path / "s", [3_000], 64)
     assert _writing(tmp_path / "s")  # the writer dies here: nothing closes it
     report = store.repair(grace_s=0)
     assert any(".writing-" in rel for rel, _ in report.removed)

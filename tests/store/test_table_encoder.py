@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from ticktensor.errors import SchemaError
 from ticktensor.store import ALL_SYMBOLS, Store, TableEncoder
-from ticktensor.store._tables import encode_table
 
 
 def _trades(rows: int, seed: int = 0) -> pa.Table:
@@ -124,7 +123,11 @@ def test_a_local_store_encodes_to_a_working_file_moved_into_place(tmp_path: Path
         kind="trades", symbol=ALL_SYMBOLS, session="2024-01-02", encoder=encoder
     )
     written = (tmp_path / "s" / record.path).read_bytes()
-    assert written == bytes(encode_table(table, 1 << 16))  # as encoded in memory
+    in_memory = TableEncoder(1 << 16)
+    in_memory.append(table)
+    data = in_memory.finish()
+    assert data is not None  # no location: the bytes stay in memory
+    assert written == bytes(data)
     assert not list((tmp_path / "s" / "events").glob("*.writing.parquet"))
 
 
