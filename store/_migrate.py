@@ -42,6 +42,8 @@ class SessionMigration:
     segment_files: int
     segment_bytes: int
     pack: PackRecord | None = None
+    #: Segments not in the form ticktensor writes, read (more slowly) through zarr-python.
+    read_through_zarr: int = 0
 
     @property
     def pack_files(self) -> int:
@@ -75,6 +77,11 @@ class MigrateReport:
     @property
     def rows(self) -> int:
         return sum(s.rows for s in self.sessions)
+
+    @property
+    def read_through_zarr(self) -> int:
+        """Segments read through zarr-python: not in the form ticktensor writes."""
+        return sum(s.read_through_zarr for s in self.sessions)
 
 
 def migrate(
@@ -161,8 +168,8 @@ def migrate(
             )
             if not dry_run:
                 chosen = _layout_for(store, records, layout, codec, chunk_rows)
-                pack = _pack_session(store, base, session, records, next(reads), chosen)
-                item = dataclasses.replace(item, pack=pack)
+                pack, slow = _pack_session(store, base, session, records, next(reads), chosen)
+                item = dataclasses.replace(item, pack=pack, read_through_zarr=slow)
                 pending.append(pack)
             report.sessions.append(item)
             if on_session is not None:
@@ -249,12 +256,14 @@ def _pack_session(
     base: StoreVersion,
     session: str,
     records: Sequence[SegmentRecord],
-    reads: Sequence[Future[list[SegmentData]]],
+    reads: Sequence[Future[list[tuple[SegmentData, bool]]]],
     layout: Layout,
-) -> PackRecord:
+) -> tuple[PackRecord, int]:
     """Write the session's segments (as ``reads`` of ``records`` deliver them) as one
-    pack, read it back and check it."""
-    data = [d for batch in reads for d in batch.result()]
+    pack, read it back and check it; the pack, and how many segments zarr-python read."""
+    read = [r for batch in reads for r in batch.result()]
+    data = [d for d, _ in read]
+    slow = sum(through_zarr for _, through_zarr in read)
     label_names = records[0].label_names
     offsets = np.concatenate([[0], np.cumsum([r.rows for r in records])]).astype(np.int64)
     labels = None
@@ -273,9 +282,9 @@ def _pack_session(
         layout=layout,
         sources=sources,
     )
-    del data, labels
+    del read, data, labels
     _check_pack(base, pack, records)
-    return pack
+    return pack, slow
 
 
 #: Segments per task of the reading pool: enough to outweigh handing a task over.
@@ -284,11 +293,11 @@ _BATCH = 16
 
 def _read_ahead(
     base: StoreVersion, sessions: Sequence[Sequence[SegmentRecord]], pool: ThreadPoolExecutor
-) -> Iterator[list[Future[list[SegmentData]]]]:
+) -> Iterator[list[Future[list[tuple[SegmentData, bool]]]]]:
     """The reads of each session's segments, in order, ``_BATCH`` segments per task; the
     next session's are queued before a session's are handed out, so the pool reads it
     while that session is packed."""
-    queued: deque[list[Future[list[SegmentData]]]] = deque()
+    queued: deque[list[Future[list[tuple[SegmentData, bool]]]]] = deque()
     for records in sessions:
         queued.append(
             [
@@ -301,19 +310,21 @@ def _read_ahead(
     yield from queued
 
 
-def _read_segments(base: StoreVersion, records: Sequence[SegmentRecord]) -> list[SegmentData]:
+def _read_segments(
+    base: StoreVersion, records: Sequence[SegmentRecord]
+) -> list[tuple[SegmentData, bool]]:
     """The segments, in order (one task of the reading pool)."""
     return [_read_segment(base, r) for r in records]
 
 
-def _read_segment(base: StoreVersion, record: SegmentRecord) -> SegmentData:
+def _read_segment(base: StoreVersion, record: SegmentRecord) -> tuple[SegmentData, bool]:
     """The segment, each chunk checked against its sha256 and the rows against the
-    content hash: decoded here, or through zarr-python when it is not in the form
-    ticktensor writes."""
+    content hash: decoded here, or through zarr-python (the flag says so) when it is
+    not in the form ticktensor writes."""
     rows = read_checked_segment(base.location, record)
     if rows is None:
-        return base.read_segment(record, verify=True)
-    return SegmentData(*rows)
+        return base.read_segment(record, verify=True), True
+    return SegmentData(*rows), False
 
 
 def _labels(data: SegmentData, record: SegmentRecord) -> npt.NDArray[np.float32]:

@@ -142,6 +142,7 @@ def test_one_commit_per_run_or_per_n_sessions(tmp_path: Path) -> None:
     assert seen == [f"2024-01-0{2 + d}" for d in range(5)]
     assert report.versions == [6]
     assert (report.segments, report.rows) == (15, 15 * 150)
+    assert report.read_through_zarr == 0  # every segment in the form ticktensor writes
     assert one.version(6).manifest.message == (
         "migrate 5 session(s) from segments to packs: 2024-01-02 .. 2024-01-06"
     )

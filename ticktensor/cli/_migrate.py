@@ -94,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
         f"version(s) {versions}. Versions 0..{report.base_version} still read the segments; "
         "event tables are unchanged."
     )
+    if report.read_through_zarr:
+        print(
+            f"note: {report.read_through_zarr} segment(s) were not in the form this "
+            "ticktensor writes and were read through zarr-python, which is slower"
+        )
     return 0
 
 
