@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from ticktensor.ingest import _quarantine
 from ticktensor.ingest._staging import Staging
 from ticktensor.ingest._symbols import ranked_symbols
+from ticktensor.kernels import take_rows
 from ticktensor.schemas import EventKind, conform, schema_for
 
 __all__ = ["EXTRA", "Merged", "StagedSession"]
@@ -51,7 +52,7 @@ class _Staged:
     other in input order, and the stable order of them all by symbol."""
 
     table: pa.Table
-    """The parts' columns but ``symbol`` and ``_source``."""
+    """The parts' columns but ``symbol`` and ``_source`` (a chunk per part, not joined)."""
     sources: pa.Array
     """The input files of the rows, sorted."""
     source_codes: npt.NDArray[np.int32]
@@ -72,7 +73,8 @@ class StagedSession:
 
     Parts hold their rows in file order. Each kind's rows of every part are ordered by
     symbol once, ties in input order (file, then row), and a block gathers its rows
-    from the parts with one take.
+    from the parts with one take, the parts as they are: not first joined into one copy
+    of the session, which no block could start before.
     """
 
     def __init__(self, staging: Staging, parts: dict[EventKind, list[str]], block_rows: int):
@@ -89,10 +91,9 @@ class StagedSession:
             start += len(of_kind)
             of_symbol = np.bincount(codes, minlength=len(self.names))
             counts += of_symbol
-            held = staging.held(parts[kind])
-            self._staged[kind] = _staged(of_kind, codes, of_symbol, held)
-            if held:  # joined into one copy: the parts themselves are not needed again
-                staging.release(parts[kind])
+            self._staged[kind] = _staged(of_kind, codes, of_symbol)
+            # Held here now, the parts in memory no longer count against staging's budget.
+            staging.release(parts[kind])
         self.blocks = _blocks(counts, block_rows)
 
     def merge(self, kind: EventKind, block: int, strict: bool) -> Merged:
@@ -105,15 +106,14 @@ class StagedSession:
         """
         staged = self._staged[kind]
         first, end = self.blocks[block]
-        lo, hi = (int(staged.offsets[s]) for s in (first, end))
         dictionary = self._dictionary
+        lo, hi = (int(staged.offsets[s]) for s in (first, end))
         if hi == lo:  # no symbol of the block has rows of this kind
             none = pa.DictionaryArray.from_arrays(pa.array([], pa.uint32()), dictionary)
             return Merged(conform(schema_for(kind).empty_table(), kind), none, {}, None)
         picked = staged.order[lo:hi]
-        # The block's rows by symbol, in input order within a symbol: one gather (of rows
-        # an argsort found: no bounds to check).
-        rest = pc.take(staged.table, pa.array(picked), boundscheck=False)
+        # The block's rows by symbol, in input order within a symbol: one gather.
+        rest = _take(staged.table, picked)
         codes = np.repeat(
             np.arange(first, end, dtype=np.uint32), np.diff(staged.offsets[first : end + 1])
         )
@@ -147,29 +147,58 @@ class StagedSession:
 
 
 def _staged(
-    tables: list[pa.Table],
-    codes: npt.NDArray[np.uint32],
-    of_symbol: npt.NDArray[np.int64],
-    held: bool,
+    tables: list[pa.Table], codes: npt.NDArray[np.uint32], of_symbol: npt.NDArray[np.int64]
 ) -> _Staged:
     """One kind's parts (``tables``, in input order) with their rows' symbol ``codes`` and
-    the rows per symbol; ``held``: the parts are in memory.
+    the rows per symbol.
 
-    Parts held in memory are joined into one chunk: a copy, which halves the cost of
-    each block's gather; parts on disk stay memory-mapped, each block's rows read from
-    them.
+    The parts are not joined: a block's take reads from their chunks (held in memory,
+    or memory-mapped from staging on disk) on the block's thread, instead of a copy of
+    the session made before any block can start.
     """
     sources, source_codes = _source_codes([t.column("_source") for t in tables])
     table = pa.concat_tables(
         [t.drop_columns(["symbol", "_source"]) for t in tables], promote_options="default"
     )
     return _Staged(
-        table.combine_chunks() if held else table,
+        table,
         sources,
         source_codes,
         _by_symbol(codes),
         np.concatenate([[0], np.cumsum(of_symbol)]).astype(np.int64),
     )
+
+
+def _take(table: pa.Table, rows: npt.NDArray[np.intp]) -> pa.Table:
+    """``table``'s rows ``rows``, read from its chunks as they are.
+
+    Fixed-width columns without nulls (times, prices, sizes, row numbers: nearly every
+    staged byte) are gathered natively from the chunks; Arrow's take joins a column's
+    chunks into one copy first, on every call. Other columns take Arrow's way.
+    """
+    rows64 = rows.astype(np.int64, copy=False)
+    columns = []
+    for column in table.columns:
+        width = _fixed_width(column.type)
+        if width is None or column.null_count:
+            columns.append(pc.take(column, pa.array(rows64), boundscheck=False))
+            continue
+        chunks = [
+            np.frombuffer(c.buffers()[1], f"u{width}", count=len(c), offset=c.offset * width)
+            for c in column.chunks
+            if len(c)
+        ]
+        data = take_rows(chunks, rows64, f"u{width}")
+        columns.append(pa.Array.from_buffers(column.type, len(rows), [None, pa.py_buffer(data)]))
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _fixed_width(type_: pa.DataType) -> int | None:
+    """Bytes per value of a type whose values are one plain buffer of them, else None."""
+    if pa.types.is_boolean(type_) or not pa.types.is_primitive(type_):
+        return None
+    width = type_.bit_width // 8
+    return width if width in (1, 2, 4, 8) else None
 
 
 def _blocks(counts: npt.NDArray[np.int64], block_rows: int) -> list[tuple[int, int]]:

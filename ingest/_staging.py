@@ -93,7 +93,7 @@ class Staging:
         return all(rel in self._held for rel in rels)
 
     def release(self, rels: list[str]) -> None:
-        """Forget the parts of ``rels`` kept in memory: their reader holds a copy."""
+        """Forget the parts of ``rels`` kept in memory: their reader holds them now."""
         with self._lock:
             for rel in rels:
                 table = self._held.pop(rel, None)

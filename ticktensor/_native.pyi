@@ -1,7 +1,7 @@
 """ticktensor's C++ core (private; use the Python facades)."""
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy
 import numpy.typing
@@ -149,6 +149,18 @@ def random_permutation(
     """
     Fill `out` (int64, 1-D, C-contiguous) with a uniformly random permutation of
     range(len(out)), determined by (seed, stream) alone. The GIL is released.
+    """
+
+def take_rows(
+    chunks: Sequence[numpy.typing.NDArray[Any]],
+    rows: numpy.typing.NDArray[numpy.int64],
+    out: numpy.typing.NDArray[Any],
+) -> None:
+    """
+    Fill `out` (1-D, C-contiguous) with rows `rows` (int64) of the concatenation of
+    `chunks` (1-D contiguous numpy arrays whose items are as wide as out's), without
+    joining them. A row out of range raises IndexError before anything is copied.
+    The GIL is released.
     """
 
 def map_file(

@@ -4,6 +4,7 @@ mappings and permutations."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,7 @@ __all__ = [
     "gather_windows",
     "map_file",
     "random_permutation",
+    "take_rows",
 ]
 
 
@@ -500,6 +502,36 @@ def random_permutation(
     # Pre-faulted: numpy's huge-page request for 128 MB made D1's first order twice as slow.
     out = fresh_buffer((n,), np.int64)
     _native.random_permutation(out, seed, stream, pool._impl)
+    return out
+
+
+def take_rows(
+    chunks: Sequence[npt.NDArray[Any]], rows: npt.NDArray[np.int64], dtype: npt.DTypeLike
+) -> npt.NDArray[Any]:
+    """Rows ``rows`` of the concatenation of ``chunks``, without joining the chunks first.
+
+    ``chunks`` are 1-D contiguous arrays whose items are as wide as ``dtype``'s (their
+    own dtypes are not looked at: the bytes are copied); the result is a new array of
+    ``dtype``. One pass in C++ with the GIL released: the chunk of each row is the
+    previous row's when it holds it, else a binary search. (Arrow's take joins a chunked
+    column into one copy first, on every call.)
+
+    Raises ``IndexError`` for a row outside the chunks, before anything is copied.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> take_rows([np.arange(3), np.arange(10, 12)], np.array([4, 0, 3]), np.int64).tolist()
+    [11, 0, 10]
+    """
+    # From the heap, not populated: takes of a few MB reuse the memory of the last ones.
+    out = np.empty(len(rows), dtype=dtype)
+    # As unsigned integers of their width: the extension takes no datetimes, and only the
+    # bytes matter. Chunks of another width are passed as they are, for its error.
+    width = out.dtype.itemsize
+    raw = np.dtype(f"u{width}") if width in (1, 2, 4, 8) else out.dtype
+    views = [c.view(raw) if c.dtype.itemsize == width else c for c in chunks]
+    _native.take_rows(views, np.ascontiguousarray(rows, dtype=np.int64), out.view(raw))
     return out
 
 

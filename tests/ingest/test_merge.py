@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ticktensor.ingest._merge import _order
+from ticktensor.ingest._merge import _order, _take
 
 
 @st.composite
@@ -61,3 +63,41 @@ def test_rows_by_symbol_in_time_order_need_no_sort() -> None:
     assert _order(symbols, ts, sources, rows) is None
     ts[1] = 6  # later than the next row of its symbol: a full sort
     np.testing.assert_array_equal(_order(symbols, ts, sources, rows), [0, 2, 1, 3, 4, 5])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cuts=st.lists(st.integers(0, 30), min_size=1, max_size=5),
+    data=st.data(),
+)
+def test_a_take_from_the_parts_chunks_equals_arrows_take_of_them_joined(
+    cuts: list[int], data: st.DataObject
+) -> None:
+    # Columns of every kind a staged part holds: fixed width (natively taken), with
+    # nulls, text, dictionaries and booleans (taken by Arrow); each part its own chunk,
+    # a slice starting two rows into its buffers.
+    parts = []
+    for n in cuts:
+        i = np.arange(n + 2)
+        parts.append(
+            pa.table(
+                {
+                    "ts_event": pa.array(i * 10, pa.timestamp("ns", tz="UTC")),
+                    "price": pa.array(i / 4, pa.float64()),
+                    "side": pa.array(i % 3 - 1, pa.int8()),
+                    "size": pa.array([None if k % 5 == 0 else float(k) for k in i], pa.float64()),
+                    "venue": pa.array([f"X{k % 3}" for k in i], pa.string()),
+                    "flag": pa.array(i % 2 == 0, pa.bool_()),
+                    "kind": pa.array([f"k{k % 2}" for k in i], pa.string()).dictionary_encode(),
+                }
+            ).slice(2)
+        )
+    table = pa.concat_tables(parts)
+    total = table.num_rows
+    rows = np.array(
+        data.draw(st.lists(st.integers(0, max(total - 1, 0)), max_size=60)) if total else [],
+        dtype=np.intp,
+    )
+    taken = _take(table, rows)
+    assert taken.schema == table.schema
+    assert taken.equals(pc.take(table.combine_chunks(), pa.array(rows, pa.int64())))
