@@ -177,11 +177,12 @@ def _take(table: pa.Table, rows: npt.NDArray[np.intp]) -> pa.Table:
     chunks into one copy first, on every call. Other columns take Arrow's way.
     """
     rows64 = rows.astype(np.int64, copy=False)
+    indices = pa.array(rows64)
     columns = []
     for column in table.columns:
         width = _fixed_width(column.type)
         if width is None or column.null_count:
-            columns.append(pc.take(column, pa.array(rows64), boundscheck=False))
+            columns.append(pc.take(column, indices, boundscheck=False))
             continue
         chunks = [
             np.frombuffer(c.buffers()[1], f"u{width}", count=len(c), offset=c.offset * width)

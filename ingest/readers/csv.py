@@ -313,13 +313,21 @@ def _blocks(
                 yield carry
             return
         view = buffer.data[:filled]
+        ended = filled < len(buffer)  # the buffer is filled unless the stream ended
         cut = _last_line_break(view)
         if cut < 0:
+            if ended:  # a last line without a line break
+                yield view
+                return
             _check_line(filled, url)
             carry = view
             continue
         yield view[: cut + 1]
         carry = view[cut + 1 :]
+        if ended:  # no buffer for the read that would find nothing more
+            if carry:
+                yield carry
+            return
 
 
 def _read_into(stream: IO[bytes], into: memoryview) -> int:

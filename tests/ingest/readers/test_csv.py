@@ -5,6 +5,7 @@ from __future__ import annotations
 import bz2
 import csv
 import gzip
+import io
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -14,10 +15,13 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ticktensor.errors import ConfigError, SchemaError
 from ticktensor.ingest._sources import expand_inputs
 from ticktensor.ingest.readers import CsvFormat, CsvReader, EventBatch, ReadOptions
+from ticktensor.ingest.readers.csv import _blocks
 
 DATA = Path(__file__).parents[4] / "shared" / "data"
 if not DATA.exists():
@@ -236,3 +240,21 @@ def test_tsv_with_side_map_and_price_scale(tmp_path: Path) -> None:
     assert table.column("price").to_pylist() == pytest.approx([10.5, 10.6])
     assert table.column("side").to_pylist() == [1, -1]
     assert datetime.fromtimestamp(0, UTC).year == 1970
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    last_break=st.booleans(),
+    head=st.integers(0, 20),
+    size=st.integers(1, 40),
+)
+def test_blocks_are_whole_lines_and_lose_no_byte(
+    lines: list[bytes], last_break: bool, head: int, size: int
+) -> None:
+    text = b"\n".join(lines) + (b"\n" if last_break and lines else b"")
+    # The first bytes come read already (the header's line), the rest from the stream.
+    blocks = [bytes(b) for b in _blocks(io.BytesIO(text[head:]), text[:head], lambda: size, "x")]
+    assert b"".join(blocks) == text
+    assert all(b.endswith(b"\n") for b in blocks[:-1])
+    assert all(blocks)
