@@ -8,6 +8,7 @@ import io
 import os
 import uuid
 from collections.abc import Callable, Sequence
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,7 +50,9 @@ class TableEncoder:
     encoded while its later blocks are still being merged. Given a local ``location``,
     the bytes go to a working file in its ``events/`` folder (``rel``), which
     :meth:`Store.write_encoded_table` moves into place, instead of growing in memory;
-    :meth:`close` removes it when the table is not written.
+    :meth:`close` removes it when the table is not written. The working file is hashed
+    as it grows (its new bytes read back after each row group), so that writing the
+    table need not read it whole once it is finished: :attr:`sha256`.
     """
 
     def __init__(
@@ -64,6 +67,10 @@ class TableEncoder:
         self._writer: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
         self._pending: pa.Table | None = None
+        self._digest = hashlib.sha256()
+        self._written: BinaryIO | None = None  # the working file, read back to hash
+        #: The working file's sha256, once :meth:`finish` wrote it (None: bytes returned).
+        self.sha256: str | None = None
 
     def append(self, table: pa.Table) -> None:
         """Encode the row groups ``table``'s rows complete (the rest wait for more)."""
@@ -116,6 +123,10 @@ class TableEncoder:
             if isinstance(self._sink, pa.BufferOutputStream):
                 return self._sink.getvalue()
             self._sink.close()
+            self._hash_written()
+        assert self._written is not None  # opened by the first row group
+        self._written.close()
+        self.sha256 = self._digest.hexdigest()
         return None
 
     def close(self) -> None:
@@ -127,6 +138,8 @@ class TableEncoder:
         with contextlib.suppress(OSError):
             if self._sink is not None and not self._sink.closed:
                 self._sink.close()
+        if self._written is not None:
+            self._written.close()
         if self.location is not None and self.rel is not None:
             self.location.remove_tree(self.rel)
 
@@ -141,6 +154,16 @@ class TableEncoder:
         assert self._writer is not None  # set by the first append
         with self._writing():
             self._writer.write_table(table, row_group_size=self.row_group_rows)
+            self._hash_written()
+
+    def _hash_written(self) -> None:
+        """Hash the working file's bytes written since the last call (no file: nothing)."""
+        if self.location is None or self.rel is None:
+            return
+        if self._written is None:
+            self._written = open(self.location.path(self.rel), "rb")  # noqa: SIM115
+        while chunk := self._written.read(1 << 20):
+            self._digest.update(chunk)
 
     def _writing(self) -> contextlib.AbstractContextManager[None]:
         """Errors of writing the working file name it."""
@@ -183,10 +206,10 @@ def write_table(
     record; ``published(path)`` returns the latest version's record at the table's path,
     if any: then nothing is written and it is returned."""
     if data is None:
-        assert encoder.rel is not None  # the bytes are in the encoder's working file
-        with open(location.path(encoder.rel), "rb") as f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
-        size = location.size(encoder.rel)
+        # The bytes are in the encoder's working file, hashed as it grew.
+        assert encoder.rel is not None
+        assert encoder.sha256 is not None
+        digest, size = encoder.sha256, location.size(encoder.rel)
     else:
         digest, size = sha256_hex(memoryview(data)), data.size
     rel = table_path(kind, symbol, session, digest)

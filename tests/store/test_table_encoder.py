@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 from pathlib import Path
@@ -124,6 +125,7 @@ def test_a_local_store_encodes_to_a_working_file_moved_into_place(tmp_path: Path
         kind="trades", symbol=ALL_SYMBOLS, session="2024-01-02", encoder=encoder
     )
     written = (tmp_path / "s" / record.path).read_bytes()
+    assert record.file.sha256 == hashlib.sha256(written).hexdigest()  # hashed as it grew
     in_memory = TableEncoder(1 << 16)
     in_memory.append(table)
     data = in_memory.finish()
