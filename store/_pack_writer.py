@@ -28,7 +28,7 @@ import numpy.typing as npt
 from ticktensor.errors import SchemaError
 
 from ._layout import Codec, Layout
-from ._location import Location, safe_component
+from ._location import Location, safe_component, start_writeback
 from ._manifest import FileEntry, PackRecord, SourceFile, sha256_hex
 from ._packs import (
     PACK_FORMAT_VERSION,
@@ -187,6 +187,8 @@ class _Spill:
                     os.makedirs(os.path.dirname(path), exist_ok=True)
                     f = self._files[array, shard] = open(path, "wb")  # noqa: SIM115 (by move)
                 f.write(data)
+                f.flush()
+                start_writeback(f.fileno())  # the commit's flush then has less to wait for
 
         return write
 

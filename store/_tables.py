@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from ticktensor.errors import SchemaError, StoreCorruptError
 
-from ._location import Location, safe_component
+from ._location import Location, safe_component, start_writeback
 from ._manifest import FileEntry, SourceFile, TableRecord, sha256_hex
 
 __all__ = ["TableEncoder", "read_table", "table_path", "write_table"]
@@ -164,6 +164,7 @@ class TableEncoder:
             self._written = open(self.location.path(self.rel), "rb")  # noqa: SIM115
         while chunk := self._written.read(1 << 20):
             self._digest.update(chunk)
+        start_writeback(self._written.fileno())  # the commit's flush then has less to do
 
     def _writing(self) -> contextlib.AbstractContextManager[None]:
         """Errors of writing the working file name it."""
