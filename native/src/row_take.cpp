@@ -20,15 +20,25 @@ inline std::size_t chunk_of(const std::int64_t* starts, std::size_t n_chunks, st
 }
 
 // Size: the item size when known at compile time (a plain load and store), else 0.
+// Rows go in batches: first each row's address (the chunk lookups, which branch), then
+// the copies, from lines prefetched while the addresses were found.
 template <std::size_t Size>
 void take(const std::byte* const* chunks, const std::int64_t* starts, std::size_t n_chunks,
           std::size_t itemsize, const std::int64_t* rows, std::size_t n, std::byte* out) {
+  constexpr std::size_t kBatch = 256;
   const std::size_t size = Size ? Size : itemsize;
+  const std::byte* from[kBatch];
   std::size_t c = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::int64_t row = rows[i];
-    c = chunk_of(starts, n_chunks, row, c);
-    std::memcpy(out + i * size, chunks[c] + (row - starts[c]) * size, size);
+  for (std::size_t lo = 0; lo < n; lo += kBatch) {
+    const std::size_t m = std::min(kBatch, n - lo);
+    for (std::size_t j = 0; j < m; ++j) {
+      const std::int64_t row = rows[lo + j];
+      c = chunk_of(starts, n_chunks, row, c);
+      from[j] = chunks[c] + (row - starts[c]) * size;
+      __builtin_prefetch(from[j]);
+    }
+    std::byte* to = out + lo * size;
+    for (std::size_t j = 0; j < m; ++j) std::memcpy(to + j * size, from[j], size);
   }
 }
 
