@@ -52,7 +52,7 @@ class _Staged:
     other in input order, and the stable order of them all by symbol."""
 
     table: pa.Table
-    """The parts' columns but ``symbol`` and ``_source`` (a chunk per part, not joined)."""
+    """The parts' columns but ``symbol`` and ``_source`` (their chunks, not joined)."""
     sources: pa.Array
     """The input files of the rows, sorted."""
     source_codes: npt.NDArray[np.int32]
@@ -106,8 +106,8 @@ class StagedSession:
         """
         staged = self._staged[kind]
         first, end = self.blocks[block]
-        dictionary = self._dictionary
         lo, hi = (int(staged.offsets[s]) for s in (first, end))
+        dictionary = self._dictionary
         if hi == lo:  # no symbol of the block has rows of this kind
             none = pa.DictionaryArray.from_arrays(pa.array([], pa.uint32()), dictionary)
             return Merged(conform(schema_for(kind).empty_table(), kind), none, {}, None)
