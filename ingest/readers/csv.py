@@ -299,13 +299,18 @@ def _blocks(
     """Cut ``data`` + the rest of ``stream`` into blocks of whole lines, ``size()`` bytes.
 
     Each block is read straight into a buffer of its own behind the partial last line of
-    the block before (the only bytes copied). The buffers' pages are mapped when they
-    are made (:func:`~ticktensor._memory.fresh_buffer`), not faulted in one by one by
-    the read: on a VM, faults of fresh pages cost several times the read itself.
+    the block before (the only bytes copied). Once a read has filled its buffer (the
+    stream is larger than a block), the next buffers' pages are mapped when they are
+    made (:func:`~ticktensor._memory.fresh_buffer`), not faulted in one by one by the
+    read: on a VM, faults of fresh pages cost several times the read itself. The first
+    buffer is not: most of it would be mapped for nothing when the file is small (200
+    files of 20 lines took 2.6 s with it mapped, 0.28 s without).
     """
     carry = memoryview(data)
+    large = False  # a read filled its buffer: the stream holds more than a block
     while True:
-        buffer = fresh_buffer((len(carry) + max(size() - len(carry), 1 << 12),), np.uint8)
+        length = len(carry) + max(size() - len(carry), 1 << 12)
+        buffer = fresh_buffer((length,), np.uint8) if large else np.empty(length, np.uint8)
         buffer[: len(carry)] = np.frombuffer(carry, dtype=np.uint8)
         filled = len(carry) + _read_into(stream, buffer.data[len(carry) :])
         if filled == len(carry):
@@ -314,6 +319,7 @@ def _blocks(
             return
         view = buffer.data[:filled]
         ended = filled < len(buffer)  # the buffer is filled unless the stream ended
+        large = not ended
         cut = _last_line_break(view)
         if cut < 0:
             if ended:  # a last line without a line break

@@ -258,3 +258,22 @@ def test_blocks_are_whole_lines_and_lose_no_byte(
     assert b"".join(blocks) == text
     assert all(b.endswith(b"\n") for b in blocks[:-1])
     assert all(blocks)
+
+
+@pytest.mark.parametrize(("lines", "mapped"), [(3, 0), (3_500, 3)])
+def test_only_a_stream_larger_than_a_block_gets_populated_buffers(
+    monkeypatch: pytest.MonkeyPatch, lines: int, mapped: int
+) -> None:
+    # A populated buffer maps every page of a block (tens of MB) at once: for a small
+    # file, that is nearly all waste, and ingesting many small files paid it per file.
+    calls = []
+
+    def counted(shape: tuple[int, ...], dtype: type[np.generic]) -> np.ndarray:
+        calls.append(shape)
+        return np.empty(shape, dtype)
+
+    monkeypatch.setattr("ticktensor.ingest.readers.csv.fresh_buffer", counted)
+    text = b"".join(b"line %04d\n" % i for i in range(lines))  # 10 bytes a line
+    blocks = list(_blocks(io.BytesIO(text), b"", lambda: 10_000, "x"))  # 1,000 lines a block
+    assert b"".join(bytes(b) for b in blocks) == text
+    assert len(calls) == mapped  # 3,500 lines: blocks 2-4 of 4 (the 4th ends the stream)
