@@ -103,7 +103,9 @@ class _CsvDecoder:
         self.grid = BarGrid(plan, self.source.url) if plan.bar_interval_open else None
         self.announced = False
         self.per_row = max(len(data.partition(b"\n")[0]) + 1, 8)
-        blocks = _blocks(stream, data, self._block_bytes, self.source.url)
+        # A file larger than a block (compressed or not) fills its first block too.
+        large = self.source.size > self._block_bytes()
+        blocks = _blocks(stream, data, self._block_bytes, self.source.url, large)
         # Reading (decompression, hashing) overlaps with parsing.
         for block in read_ahead(blocks, "ticktensor-csv-read"):
             batches = list(self._decode_block(block, plan))
@@ -294,20 +296,19 @@ def _check_line(length: int, url: str) -> None:
 
 
 def _blocks(
-    stream: IO[bytes], data: bytes, size: Callable[[], int], url: str
+    stream: IO[bytes], data: bytes, size: Callable[[], int], url: str, large: bool = False
 ) -> Iterator[memoryview]:
     """Cut ``data`` + the rest of ``stream`` into blocks of whole lines, ``size()`` bytes.
 
     Each block is read straight into a buffer of its own behind the partial last line of
-    the block before (the only bytes copied). Once a read has filled its buffer (the
-    stream is larger than a block), the next buffers' pages are mapped when they are
-    made (:func:`~ticktensor._memory.fresh_buffer`), not faulted in one by one by the
-    read: on a VM, faults of fresh pages cost several times the read itself. The first
-    buffer is not: most of it would be mapped for nothing when the file is small (200
-    files of 20 lines took 2.6 s with it mapped, 0.28 s without).
+    the block before (the only bytes copied). When the stream is known to be ``large``
+    (more than a block), or once a read has filled its buffer, the buffers' pages are
+    mapped when they are made (:func:`~ticktensor._memory.fresh_buffer`), not faulted in
+    one by one by the read: on a VM, faults of fresh pages cost several times the read
+    itself. Otherwise they are not: most of a block would be mapped for nothing when
+    the file is small (200 files of 20 lines took 2.6 s with it mapped, 0.28 s without).
     """
     carry = memoryview(data)
-    large = False  # a read filled its buffer: the stream holds more than a block
     while True:
         length = len(carry) + max(size() - len(carry), 1 << 12)
         buffer = fresh_buffer((length,), np.uint8) if large else np.empty(length, np.uint8)

@@ -260,9 +260,11 @@ def test_blocks_are_whole_lines_and_lose_no_byte(
     assert all(blocks)
 
 
-@pytest.mark.parametrize(("lines", "mapped"), [(3, 0), (3_500, 3)])
+@pytest.mark.parametrize(
+    ("lines", "large", "mapped"), [(3, False, 0), (3_500, False, 3), (3_500, True, 4)]
+)
 def test_only_a_stream_larger_than_a_block_gets_populated_buffers(
-    monkeypatch: pytest.MonkeyPatch, lines: int, mapped: int
+    monkeypatch: pytest.MonkeyPatch, lines: int, large: bool, mapped: int
 ) -> None:
     # A populated buffer maps every page of a block (tens of MB) at once: for a small
     # file, that is nearly all waste, and ingesting many small files paid it per file.
@@ -274,6 +276,9 @@ def test_only_a_stream_larger_than_a_block_gets_populated_buffers(
 
     monkeypatch.setattr("ticktensor.ingest.readers.csv.fresh_buffer", counted)
     text = b"".join(b"line %04d\n" % i for i in range(lines))  # 10 bytes a line
-    blocks = list(_blocks(io.BytesIO(text), b"", lambda: 10_000, "x"))  # 1,000 lines a block
+    # 1,000 lines a block; ``large``: the file's size says it holds more than a block.
+    blocks = list(_blocks(io.BytesIO(text), b"", lambda: 10_000, "x", large))
     assert b"".join(bytes(b) for b in blocks) == text
-    assert len(calls) == mapped  # 3,500 lines: blocks 2-4 of 4 (the 4th ends the stream)
+    # 3,500 lines: 4 blocks, the 4th ending the stream; the first is populated when the
+    # stream is known to be large, else only those after it.
+    assert len(calls) == mapped
