@@ -176,12 +176,12 @@ def _take(table: pa.Table, rows: npt.NDArray[np.intp]) -> pa.Table:
     staged byte) are gathered natively from the chunks; Arrow's take joins a column's
     chunks into one copy first, on every call. Other columns take Arrow's way.
     """
-    rows64 = rows.astype(np.int64, copy=False)
-    indices = pa.array(rows64)
+    indices = None  # Arrow's, made for the first column that needs them
     columns = []
     for column in table.columns:
         width = _fixed_width(column.type)
         if width is None or column.null_count:
+            indices = pa.array(rows, pa.int64()) if indices is None else indices
             columns.append(pc.take(column, indices, boundscheck=False))
             continue
         chunks = [
@@ -189,7 +189,7 @@ def _take(table: pa.Table, rows: npt.NDArray[np.intp]) -> pa.Table:
             for c in column.chunks
             if len(c)
         ]
-        data = take_rows(chunks, rows64, f"u{width}")
+        data = take_rows(chunks, rows, f"u{width}")
         columns.append(pa.Array.from_buffers(column.type, len(rows), [None, pa.py_buffer(data)]))
     return pa.Table.from_arrays(columns, schema=table.schema)
 
