@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,4 +42,24 @@ def test_spawned_worker_exits_without_leaked_native_objects(tmp_path: Path) -> N
     )
     assert result.returncode == 0, result.stderr
     assert "read 4 batches" in result.stdout
-    assert "leaked" not in result.stderr, result.stderr
+    assert "leaked" not in _without_unlinked_semaphores(result.stderr), result.stderr
+
+
+def _without_unlinked_semaphores(stderr: str) -> str:
+    """``stderr`` without multiprocessing's resource tracker reports of "leaked"
+    semaphores that it then found unlinked already (``[Errno 2]`` for each).
+
+    The tracker can learn of an unlink after the process ended (seen once in a loaded
+    CI run): it then warns of a leak and fails to remove a semaphore that is gone. A
+    semaphore that was still there, or nanobind's report of leaked native objects,
+    stays in the text.
+    """
+    reported = re.findall(r"There appear to be (\d+) leaked semaphore objects", stderr)
+    gone = re.findall(r"resource_tracker: '[^']+': \[Errno 2\]", stderr)
+    if len(reported) != 1 or int(reported[0]) != len(gone):
+        return stderr
+    return "\n".join(
+        line
+        for line in stderr.splitlines()
+        if "leaked semaphore objects" not in line and "[Errno 2]" not in line
+    )
