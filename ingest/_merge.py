@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 
 from ticktensor.ingest import _quarantine
 from ticktensor.ingest._staging import Staging
-from ticktensor.ingest._symbols import ranked_symbols
-from ticktensor.kernels import take_rows
+from ticktensor.ingest._symbols import keyed_symbols
+from ticktensor.kernels import order_by_key, take_rows
 from ticktensor.schemas import EventKind, conform, schema_for
 
 __all__ = ["EXTRA", "Merged", "StagedSession"]
@@ -57,7 +57,7 @@ class _Staged:
     """The input files of the rows, sorted."""
     source_codes: npt.NDArray[np.int32]
     """Each row's input file, as its index in :attr:`sources`."""
-    order: npt.NDArray[np.intp]
+    order: npt.NDArray[np.int64]
     """The rows by symbol; ties in input order (file, then row in the file)."""
     offsets: npt.NDArray[np.int64]
     """Where each symbol's rows start in :attr:`order` (one more: the end)."""
@@ -79,7 +79,7 @@ class StagedSession:
 
     def __init__(self, staging: Staging, parts: dict[EventKind, list[str]], block_rows: int):
         tables = {kind: [staging.read([rel]) for rel in rels] for kind, rels in parts.items()}
-        per_part, self.names = ranked_symbols(
+        keyed, self.names = keyed_symbols(
             [t.column("symbol") for of_kind in tables.values() for t in of_kind]
         )
         self._dictionary = pa.array(self.names, pa.string())
@@ -87,11 +87,12 @@ class StagedSession:
         counts = np.zeros(len(self.names), dtype=np.int64)
         start = 0
         for kind, of_kind in tables.items():
-            codes = np.concatenate(per_part[start : start + len(of_kind)])
+            chunks = [c for of_part in keyed[start : start + len(of_kind)] for c in of_part]
             start += len(of_kind)
-            of_symbol = np.bincount(codes, minlength=len(self.names))
+            # The rows by symbol, ties in input order: one counting sort, in C++.
+            order, of_symbol = order_by_key(chunks, len(self.names))
             counts += of_symbol
-            self._staged[kind] = _staged(of_kind, codes, of_symbol)
+            self._staged[kind] = _staged(of_kind, order, of_symbol)
             # Held here now, the parts in memory no longer count against staging's budget.
             staging.release(parts[kind])
         self.blocks = _blocks(counts, block_rows)
@@ -147,10 +148,10 @@ class StagedSession:
 
 
 def _staged(
-    tables: list[pa.Table], codes: npt.NDArray[np.uint32], of_symbol: npt.NDArray[np.int64]
+    tables: list[pa.Table], order: npt.NDArray[np.int64], of_symbol: npt.NDArray[np.int64]
 ) -> _Staged:
-    """One kind's parts (``tables``, in input order) with their rows' symbol ``codes`` and
-    the rows per symbol.
+    """One kind's parts (``tables``, in input order) with the ``order`` of their rows by
+    symbol and the rows per symbol.
 
     The parts are not joined: a block's take reads from their chunks (held in memory,
     or memory-mapped from staging on disk) on the block's thread, instead of a copy of
@@ -164,7 +165,7 @@ def _staged(
         table,
         sources,
         source_codes,
-        _by_symbol(codes),
+        order,
         np.concatenate([[0], np.cumsum(of_symbol)]).astype(np.int64),
     )
 
@@ -212,12 +213,6 @@ def _blocks(counts: npt.NDArray[np.int64], block_rows: int) -> list[tuple[int, i
         rows += n
     blocks.append((lo, len(counts)))
     return blocks
-
-
-def _by_symbol(codes: npt.NDArray[np.uint32]) -> npt.NDArray[np.intp]:
-    """A stable order of the rows by symbol (a radix sort for up to 65,536 symbols)."""
-    key = codes.astype(np.uint16) if codes.size and codes.max() < 1 << 16 else codes
-    return np.argsort(key, kind="stable")
 
 
 def _source_codes(

@@ -6,7 +6,10 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["ranked_symbols", "symbol_codes"]
+__all__ = ["keyed_symbols", "symbol_codes"]
+
+#: One chunk of a symbol column: its dictionary indices, and each index's rank.
+Keyed = tuple[npt.NDArray[np.integer], npt.NDArray[np.uint32]]
 
 
 def symbol_codes(column: pa.ChunkedArray) -> tuple[npt.NDArray[np.uint32], list[str]]:
@@ -17,15 +20,19 @@ def symbol_codes(column: pa.ChunkedArray) -> tuple[npt.NDArray[np.uint32], list[
     names, instead of comparing text per row; plain text is dictionary-encoded first.
     Names sort as Python sorts text, which is Arrow's (UTF-8 byte) order too.
     """
-    [codes], names = ranked_symbols([column])
-    return codes, names
+    [keyed], names = keyed_symbols([column])
+    parts = [ranks[np.asarray(indices, dtype=np.intp)] for indices, ranks in keyed]
+    return np.concatenate([np.empty(0, dtype=np.uint32), *parts]), names
 
 
-def ranked_symbols(
-    columns: list[pa.ChunkedArray],
-) -> tuple[list[npt.NDArray[np.uint32]], list[str]]:
-    """:func:`symbol_codes` of several columns against one list of names: the sorted
-    symbols of all their dictionaries."""
+def keyed_symbols(columns: list[pa.ChunkedArray]) -> tuple[list[list[Keyed]], list[str]]:
+    """Per column, per chunk: the dictionary indices of its rows and the rank of each
+    dictionary entry among ``names`` (the sorted symbols of every dictionary); and
+    ``names``. A row's rank is ``ranks[indices[row]]``, not computed here (see
+    :func:`ticktensor.kernels.order_by_key`, which orders rows by it in one pass).
+
+    Symbols are never null (the canonical schema says so, and validation holds to it).
+    """
     chunks = [
         [c if pa.types.is_dictionary(c.type) else c.dictionary_encode() for c in column.chunks]
         for column in columns
@@ -33,16 +40,14 @@ def ranked_symbols(
     dictionaries = [[c.dictionary.to_pylist() for c in of_column] for of_column in chunks]
     names = sorted({n for of_column in dictionaries for d in of_column for n in d})
     rank = {n: i for i, n in enumerate(names)}
-    codes = [
-        np.concatenate(
-            [np.empty(0, dtype=np.uint32)]
-            + [
-                np.array([rank[n] for n in d], dtype=np.uint32)[
-                    np.asarray(c.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
-                ]
-                for c, d in zip(of_column, of_dictionaries, strict=True)
-            ]
-        )
+    keyed = [
+        [
+            (
+                c.indices.to_numpy(zero_copy_only=False),
+                np.array([rank[n] for n in d], dtype=np.uint32),
+            )
+            for c, d in zip(of_column, of_dictionaries, strict=True)
+        ]
         for of_column, of_dictionaries in zip(chunks, dictionaries, strict=True)
     ]
-    return codes, names
+    return keyed, names

@@ -163,6 +163,19 @@ def take_rows(
     The GIL is released.
     """
 
+def order_by_key(
+    chunks: Sequence[tuple[numpy.typing.NDArray[Any], numpy.typing.NDArray[numpy.uint32]]],
+    counts: numpy.typing.NDArray[numpy.int64],
+    order: numpy.typing.NDArray[numpy.int64],
+) -> None:
+    """
+    Fill `order` with the rows of the chunks (each a (codes, keys) pair: row i's key
+    is keys[codes[i]]), one chunk after the other, stably ordered by key, and `counts`
+    (one item per key) with the rows of each key. A counting sort; the GIL is released.
+    A code outside its key table raises IndexError, a key not below len(counts)
+    ArgumentError, before `order` is written.
+    """
+
 def map_file(
     fd: int, size: int, populate: bool, willneed: bool
 ) -> Annotated[NDArray[numpy.uint8], dict(shape=(None,), writable=False)]:

@@ -10,6 +10,7 @@ void bind_gather(nb::module_& m);
 void bind_chunk_gather(nb::module_& m);
 void bind_permutation(nb::module_& m);
 void bind_row_take(nb::module_& m);
+void bind_key_order(nb::module_& m);
 void bind_mapped_file(nb::module_& m);
 void bind_sample_prefetcher(nb::module_& m);
 }  // namespace ttpy
@@ -22,6 +23,7 @@ NB_MODULE(_native, m) {
   ttpy::bind_chunk_gather(m);
   ttpy::bind_permutation(m);
   ttpy::bind_row_take(m);
+  ttpy::bind_key_order(m);
   ttpy::bind_mapped_file(m);
   ttpy::bind_sample_prefetcher(m);
 }
