@@ -16,7 +16,7 @@ from ticktensor.errors import ConfigError
 from ticktensor.schemas import MBP_DEPTH, EventKind, FeatureSpec, LabelSpec, parse_duration_ns
 
 from ._feature_rows import SERIES, TRADE_QUANTITIES, Rows
-from ._symbols import symbol_codes
+from ._symbols import keyed_symbols, ranks_of
 from .bars import _ranges
 
 __all__ = [
@@ -295,13 +295,10 @@ def compute_by_symbol(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -
     """Evaluate ``spec`` on a session of many symbols at once, each as :func:`compute` would
     on its own (see ``features.compute_session_features``)."""
     check_spec(spec)
-    coded = {kind: symbol_codes(table.column("symbol")) for kind, table in events.items()}
-    names = sorted({n for _, table_names in coded.values() for n in table_names})
-    rank = {n: i for i, n in enumerate(names)}
+    keyed, names = keyed_symbols([table.column("symbol") for table in events.values()])
     numbered, used = {}, set()
-    for kind, table in events.items():
-        codes, table_names = coded[kind]
-        series = np.array([rank[n] for n in table_names], dtype=np.uint32)[codes]
+    for (kind, table), of_kind in zip(events.items(), keyed, strict=True):
+        series = ranks_of(of_kind)
         numbered[kind] = table.append_column(SERIES, pa.array(series))
         if series.size:
             used.update({int(series.min()), int(series.max())})

@@ -40,10 +40,10 @@ class Merged:
     @property
     def present(self) -> list[str]:
         """The symbols with rows, sorted."""
-        names = self.symbols.dictionary.to_pylist()
         codes = self.symbols.indices.to_numpy(zero_copy_only=False)
-        counts = np.bincount(codes, minlength=len(names)).tolist()
-        return [n for n, c in zip(names, counts, strict=True) if c]
+        # The block's symbols only: a session's dictionary holds thousands.
+        present = np.flatnonzero(np.bincount(codes, minlength=len(self.symbols.dictionary)))
+        return cast(list[str], self.symbols.dictionary.take(pa.array(present)).to_pylist())
 
 
 @dataclass(frozen=True)

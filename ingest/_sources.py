@@ -7,18 +7,21 @@ import contextlib
 import gzip
 import hashlib
 import io
+import mmap
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from ticktensor.errors import ConfigError, InputError
 
-__all__ = ["COMPRESSIONS", "Input", "expand_inputs"]
+__all__ = ["COMPRESSIONS", "Input", "MappedFile", "expand_inputs"]
 
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
 _GLOB_CHARS = set("*?[")
@@ -64,6 +67,21 @@ class Input:
                 self.sha256 = hashing.hexdigest()
 
     @contextlib.contextmanager
+    def open_mapped(self) -> Iterator[IO[bytes]]:
+        """A local uncompressed file as a :class:`MappedFile` (read, or sliced without a
+        copy); any other input as :meth:`open` gives it. Either way ``sha256`` covers
+        the raw bytes of the whole file on exit."""
+        if self.compression is not None or not isinstance(self.fs, LocalFileSystem):
+            with self.open() as stream:
+                yield stream
+            return
+        mapped = MappedFile(self.path)
+        try:
+            yield cast(IO[bytes], mapped)
+        finally:
+            self.sha256 = mapped.hexdigest()
+
+    @contextlib.contextmanager
     def open_seekable(self) -> Iterator[IO[bytes]]:
         """A seekable binary file, for formats with a footer (Parquet, Arrow IPC files).
 
@@ -96,6 +114,85 @@ class Input:
         with self.fs.open(self.path, "rb") as raw:
             stream = _decompress(raw, self.compression, self.url)
             return stream.read(n)  # a corrupt archive raises InputError naming the file
+
+
+class MappedFile(io.RawIOBase):
+    """A local file's bytes, memory-mapped read-only: read as a stream, or sliced
+    (:attr:`view`, :meth:`find`, :meth:`rfind`) without copying them.
+
+    Reading a file into fresh buffers costs, besides the copy, the kernel clearing every
+    new page first; a mapping shares the page cache's pages (W1's 84 MB CSV: 5 ms to
+    map against about 45 ms to fill buffers). The file is hashed whole from the start,
+    on a thread of its own when it is large, so that :meth:`hexdigest` covers every byte
+    however much of it was read. The mapping has the file's size when it was opened: a
+    file truncated by another program while it is read ends the process with SIGBUS,
+    as with any memory-mapped reader (pyarrow's and polars' among them).
+    """
+
+    _THREAD_MIN = 4 << 20  # smaller files are hashed on the caller's thread
+    _SLICE = 4 << 20
+
+    def __init__(self, path: str) -> None:
+        with open(path, "rb") as file:
+            self.size = os.fstat(file.fileno()).st_size
+            self._map = (
+                mmap.mmap(file.fileno(), self.size, access=mmap.ACCESS_READ) if self.size else None
+            )
+        if self._map is not None and hasattr(self._map, "madvise"):
+            self._map.madvise(mmap.MADV_SEQUENTIAL)
+        self.view = memoryview(self._map if self._map is not None else b"")
+        """The file's bytes (read-only)."""
+        self._pos = 0
+        self._hash = hashlib.sha256()
+        self._failed: BaseException | None = None
+        self._hasher: threading.Thread | None = None
+        if self.size >= self._THREAD_MIN:
+            self._hasher = threading.Thread(target=self._hash_all, name="ticktensor-hash")
+            self._hasher.start()
+        else:
+            self._hash_all()
+
+    def _hash_all(self) -> None:
+        try:
+            for lo in range(0, self.size, self._SLICE):
+                self._hash.update(self.view[lo : lo + self._SLICE])
+        except BaseException as exc:  # raised by hexdigest, on the caller's thread
+            self._failed = exc
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), self.size - self._pos)
+        buffer[:n] = self.view[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def tell(self) -> int:
+        return self._pos
+
+    def find(self, sub: bytes, start: int, end: int) -> int:
+        """The first position of ``sub`` in ``[start, end)``, or -1."""
+        return self._map.find(sub, start, end) if self._map is not None else -1
+
+    def rfind(self, sub: bytes, start: int, end: int) -> int:
+        """The last position of ``sub`` in ``[start, end)``, or -1."""
+        return self._map.rfind(sub, start, end) if self._map is not None else -1
+
+    def hexdigest(self) -> str:
+        """The sha256 of the whole file (waits for the hashing thread)."""
+        if self._hasher is not None:
+            self._hasher.join()
+        if self._failed is not None:
+            raise self._failed
+        return self._hash.hexdigest()
+
+    def close(self) -> None:
+        # The mapping is not closed here: blocks sliced from it may still be in use. It
+        # is unmapped with the last view of it.
+        if self._hasher is not None:
+            self._hasher.join()
+        super().close()
 
 
 class _HashingReader(io.RawIOBase):

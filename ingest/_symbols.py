@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["keyed_symbols", "symbol_codes"]
+__all__ = ["keyed_symbols", "ranks_of", "symbol_codes"]
 
 #: One chunk of a symbol column: its dictionary indices, and each index's rank.
 Keyed = tuple[npt.NDArray[np.integer], npt.NDArray[np.uint32]]
@@ -21,8 +23,18 @@ def symbol_codes(column: pa.ChunkedArray) -> tuple[npt.NDArray[np.uint32], list[
     Names sort as Python sorts text, which is Arrow's (UTF-8 byte) order too.
     """
     [keyed], names = keyed_symbols([column])
-    parts = [ranks[np.asarray(indices, dtype=np.intp)] for indices, ranks in keyed]
-    return np.concatenate([np.empty(0, dtype=np.uint32), *parts]), names
+    return ranks_of(keyed), names
+
+
+def ranks_of(keyed: list[Keyed]) -> npt.NDArray[np.uint32]:
+    """Each row's rank, of a column's chunks as :func:`keyed_symbols` gives them."""
+    parts = [
+        indices.astype(np.uint32)  # the indices are the ranks
+        if np.array_equal(ranks, np.arange(len(ranks)))
+        else ranks[np.asarray(indices, dtype=np.intp)]
+        for indices, ranks in keyed
+    ]
+    return np.concatenate([np.empty(0, dtype=np.uint32), *parts])
 
 
 def keyed_symbols(columns: list[pa.ChunkedArray]) -> tuple[list[list[Keyed]], list[str]]:
@@ -38,16 +50,27 @@ def keyed_symbols(columns: list[pa.ChunkedArray]) -> tuple[list[list[Keyed]], li
         for column in columns
     ]
     dictionaries = [[c.dictionary.to_pylist() for c in of_column] for of_column in chunks]
-    names = sorted({n for of_column in dictionaries for d in of_column for n in d})
-    rank = {n: i for i, n in enumerate(names)}
+    every = [d for of_column in dictionaries for d in of_column]
+    if every and _sorted_unique(every[0]) and all(d == every[0] for d in every[1:]):
+        # One dictionary of sorted names (a merged block's: the session's symbols): its
+        # indices are the ranks already.
+        names, ranks = every[0], {}
+    else:
+        names = sorted({n for d in every for n in d})
+        ranks = {n: i for i, n in enumerate(names)}
+    identity = np.arange(len(names), dtype=np.uint32)
     keyed = [
         [
             (
                 c.indices.to_numpy(zero_copy_only=False),
-                np.array([rank[n] for n in d], dtype=np.uint32),
+                np.array([ranks[n] for n in d], dtype=np.uint32) if ranks else identity,
             )
             for c, d in zip(of_column, of_dictionaries, strict=True)
         ]
         for of_column, of_dictionaries in zip(chunks, dictionaries, strict=True)
     ]
     return keyed, names
+
+
+def _sorted_unique(names: list[str]) -> bool:
+    return all(a < b for a, b in itertools.pairwise(names))

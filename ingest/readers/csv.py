@@ -28,7 +28,7 @@ import pyarrow.csv as pacsv
 from ticktensor._memory import fresh_buffer
 from ticktensor.errors import ConfigError, InputError, SchemaError
 from ticktensor.ingest._background import read_ahead
-from ticktensor.ingest._sources import Input
+from ticktensor.ingest._sources import Input, MappedFile
 from ticktensor.schemas import EventKind, schema_for
 
 from ._bar_grid import BarGrid
@@ -70,7 +70,7 @@ class CsvReader(Reader):
         if options.kind is None:
             kinds = ", ".join(k.value for k in EventKind)
             raise ConfigError(f"{source.url}: CSV needs an event kind (--schema): one of {kinds}")
-        with source.open() as stream:
+        with source.open_mapped() as stream:
             yield from _CsvDecoder(source, options, options.kind).decode(stream)
 
 
@@ -103,11 +103,22 @@ class _CsvDecoder:
         self.grid = BarGrid(plan, self.source.url) if plan.bar_interval_open else None
         self.announced = False
         self.per_row = max(len(data.partition(b"\n")[0]) + 1, 8)
-        # A file larger than a block (compressed or not) fills its first block too.
-        large = self.source.size > self._block_bytes()
-        blocks = _blocks(stream, data, self._block_bytes, self.source.url, large)
-        # Reading (decompression, hashing) overlaps with parsing.
-        for block in read_ahead(blocks, "ticktensor-csv-read"):
+        if isinstance(stream, MappedFile):
+            # Blocks are slices of the mapping: no reading to overlap with parsing (the
+            # file is hashed on a thread of its own).
+            start = stream.tell() - len(data)  # the first line after the header
+            blocks: Iterator[memoryview] = _mapped_blocks(
+                stream, start, self._block_bytes, self.source.url
+            )
+        else:
+            # A file larger than a block (compressed or not) fills its first block too.
+            large = self.source.size > self._block_bytes()
+            # Reading (decompression, hashing) overlaps with parsing.
+            blocks = read_ahead(
+                _blocks(stream, data, self._block_bytes, self.source.url, large),
+                "ticktensor-csv-read",
+            )
+        for block in blocks:
             batches = list(self._decode_block(block, plan))
             rows = sum(b.table.num_rows for b in batches)
             self.per_row = max(1, len(block) // max(rows, 1))
@@ -335,6 +346,28 @@ def _blocks(
             if carry:
                 yield carry
             return
+
+
+def _mapped_blocks(
+    file: MappedFile, start: int, size: Callable[[], int], url: str
+) -> Iterator[memoryview]:
+    """Cut ``file`` from ``start`` into blocks of whole lines, ``size()`` bytes, as
+    :func:`_blocks` does a stream: slices of the mapping, nothing copied."""
+    end = file.size
+    while start < end:
+        stop = start + max(size(), 1 << 12)
+        if stop >= end:
+            yield file.view[start:end]  # the last block; its last line may lack a break
+            return
+        cut = file.rfind(b"\n", start, stop)
+        if cut < 0:  # a line longer than the block: up to its break, or the file's end
+            cut = file.find(b"\n", stop, min(end, start + MAX_LINE_BYTES + 1))
+            _check_line((cut if cut >= 0 else min(end, start + MAX_LINE_BYTES + 1)) - start, url)
+            if cut < 0:
+                yield file.view[start:end]
+                return
+        yield file.view[start : cut + 1]
+        start = cut + 1
 
 
 def _read_into(stream: IO[bytes], into: memoryview) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bz2
 import csv
 import gzip
+import hashlib
 import io
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,10 +19,10 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ticktensor.errors import ConfigError, SchemaError
-from ticktensor.ingest._sources import expand_inputs
+from ticktensor.errors import ConfigError, InputError, SchemaError
+from ticktensor.ingest._sources import MappedFile, expand_inputs
 from ticktensor.ingest.readers import CsvFormat, CsvReader, EventBatch, ReadOptions
-from ticktensor.ingest.readers.csv import _blocks
+from ticktensor.ingest.readers.csv import MAX_LINE_BYTES, _blocks, _mapped_blocks
 
 DATA = Path(__file__).parents[4] / "shared" / "data"
 if not DATA.exists():
@@ -258,6 +259,76 @@ def test_blocks_are_whole_lines_and_lose_no_byte(
     assert b"".join(blocks) == text
     assert all(b.endswith(b"\n") for b in blocks[:-1])
     assert all(blocks)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=900).map(lambda b: b.replace(b"\n", b"")), max_size=40),
+    last_break=st.booleans(),
+    start=st.integers(0, 50),
+    size=st.integers(1, 9_000),
+)
+def test_a_mapped_file_is_cut_into_whole_lines_and_loses_no_byte(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    last_break: bool,
+    start: int,
+    size: int,
+) -> None:
+    text = b"\n".join(lines) + (b"\n" if last_break and lines else b"")
+    path = tmp_path_factory.mktemp("mapped") / "t.csv"
+    path.write_bytes(text)
+    mapped = MappedFile(str(path))
+    start = min(start, len(text))
+    blocks = [bytes(b) for b in _mapped_blocks(mapped, start, lambda: size, "x")]
+    assert b"".join(blocks) == text[start:]
+    assert all(b.endswith(b"\n") for b in blocks[:-1])
+    assert all(blocks)
+    # A block is at most its size (4 KiB at least), unless it is one line longer than that.
+    limit = max(size, 1 << 12)
+    assert all(len(b) <= limit or b.count(b"\n") <= 1 for b in blocks)
+    assert mapped.hexdigest() == hashlib.sha256(text).hexdigest()
+
+
+def test_a_mapped_line_longer_than_the_limit_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "one-line.csv"
+    path.write_bytes(b"ts,px\n" + b"1" * (MAX_LINE_BYTES + 10))
+    mapped = MappedFile(str(path))
+    with pytest.raises(InputError, match="without a line break"):
+        list(_mapped_blocks(mapped, 6, lambda: 1 << 20, "one-line.csv"))
+
+
+@pytest.mark.parametrize("batch_rows", [7, 64, 100_000])
+def test_a_local_file_reads_as_its_stream_does(tmp_path: Path, batch_rows: int) -> None:
+    # Local uncompressed files are memory-mapped; other inputs are streamed.
+    path = _trades_csv(tmp_path / "t.csv", 3_000, BAD_LINES)
+    streamed = tmp_path / "t.csv.gz"
+    streamed.write_bytes(gzip.compress(path.read_bytes()))
+    options = {"kind": "trades", "symbol": "X", "batch_rows": batch_rows, "csv": TRADES}
+    [local] = expand_inputs([str(path)])
+    mapped_batches = list(CsvReader().read(local, ReadOptions(**options)))  # type: ignore[arg-type]
+    table, rows, rejects = concat(mapped_batches)
+    reference, ref_rows, ref_rejects = concat(read(streamed, **options))
+    assert table.equals(reference)
+    assert rows.tolist() == ref_rows.tolist()
+    assert rejects.drop_columns(["message"]).equals(ref_rejects.drop_columns(["message"]))
+    assert rejects.column("message").to_pylist() == [
+        m.replace("t.csv.gz", "t.csv") for m in ref_rejects.column("message").to_pylist()
+    ]
+    assert local.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_mapped_file_reads_as_a_stream_and_hashes_every_byte(tmp_path: Path) -> None:
+    for size in (0, 10, (4 << 20) + 5):  # the last is hashed on a thread of its own
+        data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+        path = tmp_path / f"f{size}.bin"
+        path.write_bytes(data)
+        mapped = MappedFile(str(path))
+        head = mapped.read(7)
+        assert mapped.tell() == len(head)
+        assert head + mapped.read() == data
+        assert mapped.hexdigest() == hashlib.sha256(data).hexdigest()
+        mapped.close()
 
 
 @pytest.mark.parametrize(
