@@ -118,7 +118,9 @@ class StagedSession:
         codes = np.repeat(
             np.arange(first, end, dtype=np.uint32), np.diff(staged.offsets[first : end + 1])
         )
-        source_codes = staged.source_codes[picked]
+        # One input file (the usual session): every row's code is 0, nothing to gather.
+        one_file = len(staged.sources) == 1
+        source_codes = np.zeros(len(picked), np.int32) if one_file else staged.source_codes[picked]
         ts = np.asarray(rest.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
         rows = np.asarray(rest.column("_row").to_numpy(), dtype=np.int64)
         order = _order(codes, ts, source_codes, rows)
@@ -141,8 +143,11 @@ class StagedSession:
                 _quarantine.raise_first(duplicates)
             table = table.filter(pa.array(~dup))
             codes, source_codes = codes[~dup], source_codes[~dup]
-        counts = np.bincount(source_codes, minlength=len(sources))
-        stored = {s: int(n) for s, n in zip(sources.to_pylist(), counts.tolist(), strict=True) if n}
+        if one_file:
+            counts = [len(source_codes)]
+        else:
+            counts = np.bincount(source_codes, minlength=len(sources)).tolist()
+        stored = {s: int(n) for s, n in zip(sources.to_pylist(), counts, strict=True) if n}
         symbols = pa.DictionaryArray.from_arrays(pa.array(codes), dictionary)
         return Merged(table.drop_columns(list(EXTRA)), symbols, stored, duplicates)
 
@@ -227,6 +232,8 @@ def _source_codes(
     chunks = [c for column in columns for c in column.chunks if len(c)]
     firsts = [cast(str, c.dictionary[c.indices[0].as_py()].as_py()) for c in chunks]
     names = sorted(set(firsts))
+    if len(names) == 1:  # zeros from calloc: no page is touched until it is read
+        return pa.array(names, pa.string()), np.zeros(sum(len(c) for c in chunks), np.int32)
     rank = {n: i for i, n in enumerate(names)}
     codes = np.repeat(np.array([rank[f] for f in firsts], dtype=np.int32), [len(c) for c in chunks])
     return pa.array(names, pa.string()), codes
