@@ -13,6 +13,7 @@ import polars as pl
 import pyarrow as pa
 
 from ticktensor.errors import ConfigError
+from ticktensor.kernels import stack_columns_f32
 from ticktensor.schemas import MBP_DEPTH, EventKind, FeatureSpec, LabelSpec, parse_duration_ns
 
 from ._feature_rows import SERIES, TRADE_QUANTITIES, Rows
@@ -29,7 +30,6 @@ __all__ = [
 ]
 
 _NS_PER_DAY = 86_400 * 1_000_000_000
-_BLOCK_ROWS = 16_384
 _ALL = frozenset({"quotes", "trades", "bars", "mbp10", "ohlcv"})
 _BOOK = frozenset({"quotes", "mbp10", "trades", "bars"})  # trades/bars: with quotes given
 _BARS = frozenset({"bars", "ohlcv"})
@@ -311,20 +311,6 @@ def compute_by_symbol(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -
     return SymbolFeatures(tuple(names), offsets, arrays)
 
 
-def _matrix(columns: list[npt.NDArray[np.float64]], n: int) -> npt.NDArray[np.float32]:
-    """The ``n``-row columns side by side, as float32 ``[n, len(columns)]``."""
-    values = np.empty((n, len(columns)), dtype=np.float32)
-    # A block of rows at a time: each column is cast into a block that stays in cache,
-    # which then fills the matrix's rows in one copy.
-    block = np.empty((len(columns), _BLOCK_ROWS), dtype=np.float32)
-    for lo in range(0, n, _BLOCK_ROWS):
-        rows = min(_BLOCK_ROWS, n - lo)
-        for j, column in enumerate(columns):
-            block[j, :rows] = column[lo : lo + rows]
-        values[lo : lo + rows] = block[:, :rows].T
-    return values
-
-
 def _evaluate(rows: Rows, spec: FeatureSpec) -> tuple[FeatureArrays, npt.NDArray[np.uint32]]:
     """The features and labels of ``rows``, and the series number of each row."""
     exprs = []
@@ -350,7 +336,7 @@ def _evaluate(rows: Rows, spec: FeatureSpec) -> tuple[FeatureArrays, npt.NDArray
     # The store keeps float32: a value beyond its range becomes +/-inf, which the ingest
     # report counts per symbol, instead of a warning per cast.
     with np.errstate(over="ignore"):
-        values = _matrix([out[name].to_numpy() for name in spec.features], rows.height)
+        values = stack_columns_f32([out[name].to_numpy() for name in spec.features], rows.height)
         for j, label in enumerate(spec.labels):
             if rows.height:
                 raw = out[f"_label_{j}"].to_numpy().astype(np.float64, copy=False)

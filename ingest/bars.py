@@ -127,11 +127,11 @@ class _Runs:
         if n and all(frame[k].dtype.is_integer() and not frame[k].null_count() for k in keys):
             # Integer keys without nulls (bar numbers, symbols): numpy's comparisons, about
             # twice polars' speed here.
-            change = np.zeros(n - 1, dtype=bool)
+            steps = np.zeros(n - 1, dtype=bool)
             for k in keys:
                 values = frame[k].to_numpy()
-                change |= values[1:] != values[:-1]
-            later = np.flatnonzero(change) + 1
+                steps |= values[1:] != values[:-1]
+            later = np.flatnonzero(steps) + 1
         else:
             change = pl.any_horizontal(*(pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys))
             later = frame.select(change.slice(1).arg_true() + 1).to_series().to_numpy()

@@ -176,6 +176,15 @@ def order_by_key(
     ArgumentError, before `order` is written.
     """
 
+def stack_columns_f32(
+    columns: Sequence[numpy.typing.NDArray[numpy.float64]], out: numpy.typing.NDArray[numpy.float32]
+) -> None:
+    """
+    Fill `out` (float32, [rows, len(columns)], C-contiguous) with the float64 columns
+    (contiguous, `rows` each) side by side, each value cast to float32 (beyond its
+    range: +/-inf). The GIL is released.
+    """
+
 def map_file(
     fd: int, size: int, populate: bool, willneed: bool
 ) -> Annotated[NDArray[numpy.uint8], dict(shape=(None,), writable=False)]:
