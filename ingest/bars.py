@@ -31,6 +31,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
+from ticktensor import kernels
 from ticktensor.errors import ConfigError, SchemaError
 from ticktensor.schemas import BarRule, EventKind, parse_bar_rule, parse_duration_ns, schema_for
 
@@ -42,6 +43,13 @@ QUOTE_COLUMNS: tuple[str, ...] = ("bid_px", "ask_px", "bid_sz", "ask_sz")
 Fill = Literal["skip", "ffill"]
 _OHLCV = schema_for(EventKind.OHLCV)
 _MAX_FILLED = 50_000_000  # a forward-filled grid this long is a mistaken interval, not data
+#: A bar's volume-weighted price; null while nothing has traded in it.
+_VWAP = (
+    pl.when(pl.col("volume") > 0)
+    .then(pl.col("dollar_volume") / pl.col("volume"))
+    .otherwise(None)
+    .alias("vwap")
+)
 
 
 def _event_frame(
@@ -207,17 +215,11 @@ def _aggregate(
             pl.Series("trade_count", runs.lengths.astype(np.uint64)),
             *(pl.Series(n, runs.reduce(np.add, values[n].to_numpy())) for n in sums),
         ]
-    ).with_columns(
-        pl.when(pl.col("volume") > 0)
-        .then(pl.col("dollar_volume") / pl.col("volume"))
-        .otherwise(None)
-        .alias("vwap")
-    )
+    ).with_columns(_VWAP)
 
 
 def _time_frame(trades: pl.DataFrame, interval: int, fill: Fill, by: str | None) -> pl.DataFrame:
-    bars = _aggregate(trades, pl.col("ts") - pl.col("ts") % interval, by)
-    bars = bars.rename({"_bar": "ts_event"})
+    bars = _time_bars(trades, interval, by)
     if fill == "ffill" and by is not None:
         raise ConfigError("fill='ffill' makes the bars of one symbol; call make_bars per symbol")
     if fill == "ffill" and bars.height:
@@ -243,6 +245,45 @@ def _time_frame(trades: pl.DataFrame, interval: int, fill: Fill, by: str | None)
         # Quotes as of the interval's end: strictly before the next bar opens.
         (pl.col("ts_event") + (interval - 1)).alias("_asof_key"),
     )
+
+
+def _time_bars(trades: pl.DataFrame, interval: int, by: str | None) -> pl.DataFrame:
+    """:func:`_aggregate` of the trades by time bar, the bar's open as ``ts_event``.
+
+    Prices, sizes and sides without nulls (canonical trades) go through the native
+    kernel (:func:`ticktensor.kernels.time_bars`, one pass); others through polars and
+    numpy. Both give the same bars, bit for bit (``tests/ingest/test_bars_fast.py``).
+    """
+    quantities = [c for c in ("price", "size", "side") if c in trades.columns]
+    if trades.height == 0 or any(trades[c].null_count() for c in quantities):
+        bars = _aggregate(trades, pl.col("ts") - pl.col("ts") % interval, by)
+        return bars.rename({"_bar": "ts_event"})
+    column = {c: trades[c].to_numpy() for c in (*quantities, "ts", *([by] if by else []))}
+    made = kernels.time_bars(
+        column[by] if by else None,
+        column["ts"],
+        column["price"],
+        column["size"],
+        column.get("side"),
+        interval,
+    )
+    keys = [pl.Series(by, made.series, pl.UInt32)] if by else []
+    return pl.DataFrame(
+        [
+            *keys,
+            pl.Series("ts_event", made.bar, pl.Int64),
+            pl.Series("ts_first", made.ts_first, pl.Int64),
+            pl.Series("ts_last", made.ts_last, pl.Int64),
+            pl.Series("open", made.open, pl.Float64),
+            pl.Series("high", made.high, pl.Float64),
+            pl.Series("low", made.low, pl.Float64),
+            pl.Series("close", made.close, pl.Float64),
+            pl.Series("trade_count", made.trades, pl.UInt64),
+            pl.Series("volume", made.volume, pl.Float64),
+            pl.Series("dollar_volume", made.dollar_volume, pl.Float64),
+            pl.Series("signed_volume", made.signed_volume, pl.Float64),
+        ]
+    ).with_columns(_VWAP)
 
 
 def _threshold_frame(

@@ -185,6 +185,64 @@ def stack_columns_f32(
     range: +/-inf). The GIL is released.
     """
 
+def count_time_bar_runs(
+    series: Annotated[
+        NDArray[numpy.uint32], dict(shape=(None,), order="C", device="cpu", writable=False)
+    ]
+    | None,
+    ts: Annotated[
+        NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu", writable=False)
+    ],
+    interval: int,
+) -> tuple[int, int, int]:
+    """
+    (bars, bars of several trades, trades in those) of trades sorted by (series, ts):
+    the runs of equal (series, ts - ts mod interval). The GIL is released.
+    """
+
+def time_bars(
+    series: Annotated[
+        NDArray[numpy.uint32], dict(shape=(None,), order="C", device="cpu", writable=False)
+    ]
+    | None,
+    ts: Annotated[
+        NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu", writable=False)
+    ],
+    price: Annotated[
+        NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu", writable=False)
+    ],
+    size: Annotated[
+        NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu", writable=False)
+    ],
+    side: Annotated[
+        NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu", writable=False)
+    ]
+    | None,
+    interval: int,
+    series_out: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order="C", device="cpu")]
+    | None,
+    bar: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+    ts_first: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+    ts_last: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+    open: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+    high: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+    low: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+    close: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+    count: Annotated[NDArray[numpy.uint64], dict(shape=(None,), order="C", device="cpu")],
+    volume: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+    dollar: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+    signed_volume: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+    long_runs: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+    long_starts: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+    long_volume: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+    long_dollar: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+    long_signed: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+) -> None:
+    """
+    Fill one row per time bar of trades sorted by (series, ts), the arrays sized by
+    count_time_bar_runs (see ticktensor.kernels.time_bars). The GIL is released.
+    """
+
 def map_file(
     fd: int, size: int, populate: bool, willneed: bool
 ) -> Annotated[NDArray[numpy.uint8], dict(shape=(None,), writable=False)]:

@@ -12,6 +12,7 @@ void bind_permutation(nb::module_& m);
 void bind_row_take(nb::module_& m);
 void bind_key_order(nb::module_& m);
 void bind_column_stack(nb::module_& m);
+void bind_time_bars(nb::module_& m);
 void bind_mapped_file(nb::module_& m);
 void bind_sample_prefetcher(nb::module_& m);
 }  // namespace ttpy
@@ -26,6 +27,7 @@ NB_MODULE(_native, m) {
   ttpy::bind_row_take(m);
   ttpy::bind_key_order(m);
   ttpy::bind_column_stack(m);
+  ttpy::bind_time_bars(m);
   ttpy::bind_mapped_file(m);
   ttpy::bind_sample_prefetcher(m);
 }

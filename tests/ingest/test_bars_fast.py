@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ticktensor.ingest.bars import _aggregate, _Runs
+from ticktensor.ingest.bars import _aggregate, _Runs, _time_bars
 
 SERIES = "_series"
 
@@ -117,6 +117,47 @@ def test_time_bars_match_the_per_bar_reference(shape: str, holes: bool) -> None:
     want = _reference(frame.with_columns(bar.alias("_bar")), ())
     assert got.columns == list(want[0])
     assert _exact(got.to_dicts()) == _exact(want)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("variant", ["plain", "nan prices", "no sides", "one series", "1960s"])
+def test_native_time_bars_match_the_generic_aggregation(shape: str, variant: str) -> None:
+    """The native kernel (trades without nulls) gives the generic polars/numpy
+    aggregation's bars, bit for bit (long runs of several hundred trades too: numpy's
+    pairwise sums)."""
+    symbols, rows, ticks = SHAPES[shape]
+    rng = np.random.default_rng(len(shape) + len(variant))
+    frame = _trades(rng, symbols, rows, ticks, holes=False)
+    by: str | None = SERIES
+    if variant == "nan prices":
+        price = frame["price"].to_numpy().copy()
+        price[rng.random(rows) < 0.2] = np.nan
+        frame = frame.with_columns(pl.Series("price", price))
+    elif variant == "no sides":
+        frame = frame.drop("side")
+    elif variant == "one series":
+        frame, by = frame.filter(pl.col(SERIES) == frame[SERIES][0]).drop(SERIES), None
+    elif variant == "1960s":  # before the epoch: bars open on the floored grid
+        frame = frame.with_columns(pl.col("ts") - 2 * 10**18)
+    bar = pl.col("ts") - pl.col("ts") % 10**9
+    got = _time_bars(frame, 10**9, by)
+    generic = _aggregate(frame, bar, by).rename({"_bar": "ts_event"})
+    assert got.schema == generic.schema
+    # The generic aggregation is checked against the per-bar reference above.
+    assert _exact(got.to_dicts()) == _exact(generic.to_dicts())
+
+
+def test_native_time_bars_are_taken_only_without_nulls(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ticktensor.kernels
+
+    calls = []
+    native = ticktensor.kernels.time_bars
+    monkeypatch.setattr(ticktensor.kernels, "time_bars", lambda *a: calls.append(1) or native(*a))
+    rng = np.random.default_rng(3)
+    _time_bars(_trades(rng, 5, 500, 40, holes=False), 10**9, SERIES)
+    assert calls == [1]
+    _time_bars(_trades(rng, 5, 500, 40, holes=True), 10**9, SERIES)
+    assert calls == [1]  # nulls: polars and numpy
 
 
 @pytest.mark.parametrize("shape", SHAPES)
