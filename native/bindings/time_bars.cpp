@@ -79,14 +79,11 @@ void bind_time_bars(nb::module_& m) {
         }
         const tt::Trades t =
             trades(series, ts, price.data(), size.data(), side ? side->data() : nullptr, interval);
-        tt::RunCounts c;
-        {
-          nb::gil_scoped_release release;
-          c = tt::count_runs(t);
-        }
+        // The arrays' sizes: the kernel checks the trades' bars against them as it goes.
+        const tt::RunCounts c{bar.shape(0), long_runs.shape(0), long_volume.shape(0)};
         if (series_out) check_length("series_out", series_out->shape(0), c.runs);
         for (auto [name, got] :
-             {std::make_pair("bar", bar.shape(0)), std::make_pair("ts_first", ts_first.shape(0)),
+             {std::make_pair("ts_first", ts_first.shape(0)),
               std::make_pair("ts_last", ts_last.shape(0)), std::make_pair("open", open.shape(0)),
               std::make_pair("high", high.shape(0)), std::make_pair("low", low.shape(0)),
               std::make_pair("close", close.shape(0)), std::make_pair("count", count.shape(0)),
@@ -94,9 +91,7 @@ void bind_time_bars(nb::module_& m) {
               std::make_pair("signed_volume", signed_volume.shape(0))}) {
           check_length(name, got, c.runs);
         }
-        check_length("long_runs", long_runs.shape(0), c.long_runs);
         check_length("long_starts", long_starts.shape(0), c.long_runs);
-        check_length("long_volume", long_volume.shape(0), c.long_rows);
         check_length("long_dollar", long_dollar.shape(0), c.long_rows);
         check_length("long_signed", long_signed.shape(0), c.long_rows);
         const tt::BarColumns out{series_out ? series_out->data() : nullptr,
@@ -117,7 +112,7 @@ void bind_time_bars(nb::module_& m) {
                                  long_dollar.data(),
                                  long_signed.data()};
         nb::gil_scoped_release release;
-        tt::time_bars(t, out);
+        tt::time_bars(t, c, out);
       },
       "series"_a.none(), "ts"_a, "price"_a, "size"_a, "side"_a.none(), "interval"_a,
       "series_out"_a.none(), "bar"_a, "ts_first"_a, "ts_last"_a, "open"_a, "high"_a, "low"_a,

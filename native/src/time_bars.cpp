@@ -1,6 +1,9 @@
 #include "ticktensor/time_bars.hpp"
 
 #include <cmath>
+#include <string>
+
+#include "ticktensor/errors.hpp"
 
 namespace tt {
 
@@ -38,8 +41,15 @@ RunCounts count_runs(const Trades& t) {
   return c;
 }
 
-void time_bars(const Trades& t, const BarColumns& out) {
-  if (t.n == 0) return;
+void time_bars(const Trades& t, const RunCounts& sizes, const BarColumns& out) {
+  const auto too_small = [](const char* what) {
+    return ArgumentError(std::string("the trades make more ") + what +
+                         " than the arrays given hold (see count_runs)");
+  };
+  if (t.n == 0) {
+    if (sizes.runs != 0 || sizes.long_runs != 0 || sizes.long_rows != 0) throw too_small("bars");
+    return;
+  }
   std::size_t run = 0;       // the run being filled
   std::size_t long_run = 0;  // runs of several trades so far
   std::size_t long_row = 0;  // their trades so far
@@ -48,6 +58,10 @@ void time_bars(const Trades& t, const BarColumns& out) {
   // Fills run `run` from trades [first, end).
   auto emit = [&](std::size_t end) {
     const std::size_t length = end - first;
+    if (run >= sizes.runs) throw too_small("bars");
+    if (length > 1 && (long_run >= sizes.long_runs || long_row + length > sizes.long_rows)) {
+      throw too_small("trades in bars of several");
+    }
     if (out.series != nullptr) out.series[run] = t.series[first];
     out.bar[run] = bar;
     out.ts_first[run] = t.ts[first];
@@ -89,6 +103,9 @@ void time_bars(const Trades& t, const BarColumns& out) {
     }
   }
   emit(t.n);
+  if (run != sizes.runs || long_run != sizes.long_runs || long_row != sizes.long_rows) {
+    throw ArgumentError("the trades make fewer bars than the arrays given hold (see count_runs)");
+  }
 }
 
 }  // namespace tt

@@ -64,6 +64,8 @@ struct BarColumns {
   double* long_signed;
 };
 
-void time_bars(const Trades& t, const BarColumns& out);
+// `sizes`: the items of the arrays (count_runs(t) fits them exactly); a mismatch throws
+// ArgumentError, before anything is written past them.
+void time_bars(const Trades& t, const RunCounts& sizes, const BarColumns& out);
 
 }  // namespace tt
