@@ -72,7 +72,7 @@ class BlockSummary:
         if features is None:
             return cls(kinds, {}, {})
         rows = np.diff(features.offsets).tolist()
-        infinite = _per_symbol(_infinite(features.features), features.offsets).tolist()
+        infinite = _infinite_per_symbol(features.features, features.offsets).tolist()
         return cls(
             kinds,
             dict(zip(features.symbols, rows, strict=True)),
@@ -180,15 +180,25 @@ def _concatenated(parts: list[npt.NDArray[G]]) -> npt.NDArray[G]:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _infinite(features: FeatureArrays) -> npt.NDArray[np.int64]:
-    """Per row: values (features and labels) that are +/-inf, beyond float32's range (or
-    infinite already in the events)."""
-    per_row = np.zeros(len(features.ts), dtype=np.int64)
+def _infinite_per_symbol(
+    features: FeatureArrays, offsets: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Per symbol (``offsets``): values (features and labels) that are +/-inf, beyond
+    float32's range (or infinite already in the events)."""
+    per_row: npt.NDArray[np.int64] | None = None
     for values in (features.values, features.labels):
-        # Summing a row's flags costs several times finding none, the usual case.
-        if values.size and np.isinf(values).any():
-            per_row += np.isinf(values).sum(axis=1)
-    return per_row
+        # Finding none, the usual case, in slices: a flag per value of the whole block
+        # would be a fresh array of several MB, paid in page faults.
+        if any(np.isinf(values[lo : lo + _SLICE]).any() for lo in range(0, len(values), _SLICE)):
+            counts = np.isinf(values).sum(axis=1)
+            per_row = counts if per_row is None else per_row + counts
+    if per_row is None:
+        return np.zeros(len(offsets) - 1, dtype=np.int64)
+    return _per_symbol(per_row.astype(np.int64), offsets)
+
+
+#: Rows of a block's feature matrix looked at at a time for infinite values.
+_SLICE = 1 << 14
 
 
 def _per_symbol(
