@@ -60,7 +60,7 @@ class KindSummary:
 @dataclass(frozen=True)
 class BlockSummary:
     """One block: per kind its summary, and per symbol its feature rows and the values
-    beyond float32's range."""
+    beyond float32's range (symbols with none left out)."""
 
     kinds: dict[EventKind, KindSummary]
     rows: dict[str, int]
@@ -71,12 +71,14 @@ class BlockSummary:
         kinds = {k: KindSummary.of(m) for k, m in merged.items()}
         if features is None:
             return cls(kinds, {}, {})
-        rows = np.diff(features.offsets).tolist()
-        infinite = _infinite_per_symbol(features.features, features.offsets).tolist()
+        # A block's symbols are a few hundred of the session's thousands: the others,
+        # and its symbols without rows, are left out (counted as 0).
+        counts = np.diff(features.offsets)
+        infinite = _infinite_per_symbol(features.features, features.offsets)
         return cls(
             kinds,
-            dict(zip(features.symbols, rows, strict=True)),
-            {s: n for s, n in zip(features.symbols, infinite, strict=True) if n},
+            _nonzero(features.symbols, counts),
+            _nonzero(features.symbols, infinite),
         )
 
 
@@ -199,6 +201,12 @@ def _infinite_per_symbol(
 
 #: Rows of a block's feature matrix looked at at a time for infinite values.
 _SLICE = 1 << 14
+
+
+def _nonzero(symbols: tuple[str, ...], counts: npt.NDArray[np.int64]) -> dict[str, int]:
+    """``counts`` by symbol, the symbols counting more than 0 only."""
+    where = np.flatnonzero(counts)
+    return dict(zip([symbols[i] for i in where.tolist()], counts[where].tolist(), strict=True))
 
 
 def _per_symbol(
