@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv as pycsv
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import IO
 
 import numpy as np
@@ -74,6 +74,17 @@ class CsvReader(Reader):
             yield from _CsvDecoder(source, options, options.kind).decode(stream)
 
 
+@dataclass
+class _Parsed:
+    """A block parsed with the expected column types, not yet decoded."""
+
+    block: memoryview
+    rejects: Rejects
+    utf8: bool
+    #: None when a field does not fit its expected type (the block is parsed again).
+    table: pa.Table | None
+
+
 class _CsvDecoder:
     """State of one CSV read: columns, plan, parse options and the next row number."""
 
@@ -118,10 +129,12 @@ class _CsvDecoder:
                 _blocks(stream, data, self._block_bytes, self.source.url, large),
                 "ticktensor-csv-read",
             )
-        for block in blocks:
-            batches = list(self._decode_block(block, plan))
+        # The next block is parsed (pyarrow, every core) while this one's rows are
+        # numbered, converted and handed on: one thread does not wait for the other.
+        for parsed in read_ahead(map(self._parse, blocks), "ticktensor-csv-parse"):
+            batches = list(self._decode_block(parsed, plan))
             rows = sum(b.table.num_rows for b in batches)
-            self.per_row = max(1, len(block) // max(rows, 1))
+            self.per_row = max(1, len(parsed.block) // max(rows, 1))
             yield from batches
 
     @staticmethod
@@ -196,9 +209,10 @@ class _CsvDecoder:
             convert_options=convert_opts,
         )
 
-    def _decode_block(self, block: memoryview, plan: ColumnPlan) -> Iterator[EventBatch]:
-        first_row = self.next_row
-        rejects = Rejects(self.source.url, block, first_row)
+    def _parse(self, block: memoryview) -> _Parsed:
+        """The block parsed with the expected column types (blocks may be parsed ahead:
+        the row numbers are set when it is decoded, in order)."""
+        rejects = Rejects(self.source.url, block, 0)
         # pyarrow cannot hand a non-UTF-8 malformed line to the invalid-row handler (it
         # fails inside the callback): such blocks parse without one, and a malformed line
         # then sends the block to the line-by-line parser.
@@ -206,6 +220,15 @@ class _CsvDecoder:
         try:
             table = self._read(block, self.types, rejects, handler=utf8)
         except pa.ArrowInvalid:
+            table = None
+        return _Parsed(block, rejects, utf8, table)
+
+    def _decode_block(self, parsed: _Parsed, plan: ColumnPlan) -> Iterator[EventBatch]:
+        block, rejects, utf8 = parsed.block, parsed.rejects, parsed.utf8
+        first_row = rejects.first_row = self.next_row
+        table = parsed.table
+        encoding: list[Bad] = []
+        if table is None:  # a field the expected types cannot hold
             rejects = Rejects(self.source.url, block, first_row)
             as_bytes = dict.fromkeys(plan.file_columns, pa.binary())
             try:
@@ -219,7 +242,6 @@ class _CsvDecoder:
                 )
                 encoding = []
         else:
-            encoding = []
             try:
                 positions = rejects.positions(table.num_rows, self._recount)
             except LineMismatchError:
