@@ -187,10 +187,15 @@ class _Spill:
                     os.makedirs(os.path.dirname(path), exist_ok=True)
                     f = self._files[array, shard] = open(path, "wb")  # noqa: SIM115 (by move)
                 f.write(data)
-                f.flush()
-                start_writeback(f.fileno())  # the commit's flush then has less to wait for
 
         return write
+
+    def start_writeback(self) -> None:
+        """Start writing the shards' new bytes back (once per block: a hint per chunk
+        cost a system call each), so that the commit's flush has less to wait for."""
+        for f in self._files.values():
+            f.flush()
+            start_writeback(f.fileno())
 
     def move(
         self, array: str, shard: int, index: bytes, rel: str, digest: str, existed: bool
@@ -311,6 +316,8 @@ class PackWriter:
         for name, data in zip(self._arrays, (ts, values, labels), strict=False):
             assert data is not None  # check_pack_inputs: labels with label names
             self._arrays[name].append(data)
+        if self._spill is not None:
+            self._spill.start_writeback()
 
     def finish(self, sources: Sequence[SourceFile] = ()) -> PackRecord:
         """Write the pack (nothing when the latest version holds it) and return its record.

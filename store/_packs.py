@@ -117,8 +117,8 @@ def check_pack_inputs(
     where = f"pack {session}"
     if list(symbols) != sorted(set(symbols)) or not symbols:
         raise SchemaError(f"{where}: symbols must be non-empty, distinct and sorted")
-    for s in symbols:
-        safe_component(s)
+    if not all(symbols):  # every other name has a path component (safe_component)
+        raise ValueError("a symbol or session name must not be empty")
     n = check_rows(ts, values, labels, feature_names, label_names, where)
     if offsets.dtype != np.int64 or offsets.shape != (len(symbols) + 1,):
         raise SchemaError(
