@@ -19,9 +19,10 @@ from typing import IO, Any, cast
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from ticktensor._memory import POPULATE
 from ticktensor.errors import ConfigError, InputError
 
-__all__ = ["COMPRESSIONS", "Input", "MappedFile", "expand_inputs"]
+__all__ = ["COMPRESSIONS", "Input", "MappedFile", "Window", "expand_inputs"]
 
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
 _GLOB_CHARS = set("*?[")
@@ -79,7 +80,10 @@ class Input:
         try:
             yield cast(IO[bytes], mapped)
         finally:
-            self.sha256 = mapped.hexdigest()
+            try:
+                self.sha256 = mapped.hexdigest()
+            finally:
+                mapped.close()
 
     @contextlib.contextmanager
     def open_seekable(self) -> Iterator[IO[bytes]]:
@@ -117,31 +121,26 @@ class Input:
 
 
 class MappedFile(io.RawIOBase):
-    """A local file's bytes, memory-mapped read-only: read as a stream, or sliced
-    (:attr:`view`, :meth:`find`, :meth:`rfind`) without copying them.
+    """A local file read as a stream, or through memory-mapped windows (:meth:`window`)
+    whose bytes are not copied.
 
     Reading a file into fresh buffers costs, besides the copy, the kernel clearing every
     new page first; a mapping shares the page cache's pages (W1's 84 MB CSV: 5 ms to
-    map against about 45 ms to fill buffers). The file is hashed whole from the start,
-    on a thread of its own when it is large, so that :meth:`hexdigest` covers every byte
-    however much of it was read. The mapping has the file's size when it was opened: a
-    file truncated by another program while it is read ends the process with SIGBUS,
-    as with any memory-mapped reader (pyarrow's and polars' among them).
+    map against about 45 ms to fill buffers). Each window is a mapping of its own,
+    unmapped with its last view, so the process maps only the blocks in use, whatever
+    the file's size. The file is hashed whole from the start, a window at a time, on a
+    thread of its own when it is large, so that :meth:`hexdigest` covers every byte
+    however much of it was read. A file truncated by another program while it is read
+    ends the process with SIGBUS, as with any memory-mapped reader (pyarrow's and
+    polars' among them).
     """
 
     _THREAD_MIN = 4 << 20  # smaller files are hashed on the caller's thread
-    _SLICE = 4 << 20
+    _HASH_WINDOW = 16 << 20
 
     def __init__(self, path: str) -> None:
-        with open(path, "rb") as file:
-            self.size = os.fstat(file.fileno()).st_size
-            self._map = (
-                mmap.mmap(file.fileno(), self.size, access=mmap.ACCESS_READ) if self.size else None
-            )
-        if self._map is not None and hasattr(self._map, "madvise"):
-            self._map.madvise(mmap.MADV_SEQUENTIAL)
-        self.view = memoryview(self._map if self._map is not None else b"")
-        """The file's bytes (read-only)."""
+        self._fd = os.open(path, os.O_RDONLY)
+        self.size = os.fstat(self._fd).st_size
         self._pos = 0
         self._hash = hashlib.sha256()
         self._failed: BaseException | None = None
@@ -152,10 +151,15 @@ class MappedFile(io.RawIOBase):
         else:
             self._hash_all()
 
+    def window(self, start: int, end: int) -> Window:
+        """Bytes ``[start, end)`` of the file, mapped with their pages in place."""
+        return Window(self._fd, start, end)
+
     def _hash_all(self) -> None:
         try:
-            for lo in range(0, self.size, self._SLICE):
-                self._hash.update(self.view[lo : lo + self._SLICE])
+            for lo in range(0, self.size, self._HASH_WINDOW):
+                hi = min(self.size, lo + self._HASH_WINDOW)
+                self._hash.update(self.window(lo, hi).view(0, hi - lo))
         except BaseException as exc:  # raised by hexdigest, on the caller's thread
             self._failed = exc
 
@@ -163,21 +167,13 @@ class MappedFile(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        n = min(len(buffer), self.size - self._pos)
-        buffer[:n] = self.view[self._pos : self._pos + n]
-        self._pos += n
-        return n
+        data = os.pread(self._fd, min(len(buffer), self.size - self._pos), self._pos)
+        buffer[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
 
     def tell(self) -> int:
         return self._pos
-
-    def find(self, sub: bytes, start: int, end: int) -> int:
-        """The first position of ``sub`` in ``[start, end)``, or -1."""
-        return self._map.find(sub, start, end) if self._map is not None else -1
-
-    def rfind(self, sub: bytes, start: int, end: int) -> int:
-        """The last position of ``sub`` in ``[start, end)``, or -1."""
-        return self._map.rfind(sub, start, end) if self._map is not None else -1
 
     def hexdigest(self) -> str:
         """The sha256 of the whole file (waits for the hashing thread)."""
@@ -188,11 +184,49 @@ class MappedFile(io.RawIOBase):
         return self._hash.hexdigest()
 
     def close(self) -> None:
-        # The mapping is not closed here: blocks sliced from it may still be in use. It
-        # is unmapped with the last view of it.
+        # Windows hold descriptors of their own: they stay valid after this one closes.
         if self._hasher is not None:
             self._hasher.join()
+        if not self.closed:
+            os.close(self._fd)
         super().close()
+
+
+class Window:
+    """Bytes ``[start, end)`` of a file, memory-mapped read-only (a mapping of their
+    own, unmapped when the window and every view of it are gone); positions are
+    relative to ``start``."""
+
+    def __init__(self, fd: int, start: int, end: int) -> None:
+        if not 0 <= start <= end:
+            raise ValueError(f"a window needs 0 <= start <= end, got {start}, {end}")
+        self.length = end - start
+        base = start - start % mmap.ALLOCATIONGRANULARITY  # mappings start on that grid
+        self._skip = start - base
+        self._map = None
+        if self.length:
+            flags = mmap.MAP_PRIVATE | POPULATE
+            self._map = mmap.mmap(fd, end - base, flags=flags, prot=mmap.PROT_READ, offset=base)
+
+    def view(self, lo: int, hi: int) -> memoryview:
+        """Bytes ``[lo, hi)`` of the window, not copied."""
+        if self._map is None:
+            return memoryview(b"")
+        return memoryview(self._map)[self._skip + lo : self._skip + hi]
+
+    def find(self, sub: bytes, lo: int = 0) -> int:
+        """The first position of ``sub`` from ``lo`` on, or -1."""
+        if self._map is None:
+            return -1
+        found = self._map.find(sub, self._skip + lo)
+        return found - self._skip if found >= 0 else -1
+
+    def rfind(self, sub: bytes) -> int:
+        """The last position of ``sub``, or -1."""
+        if self._map is None:
+            return -1
+        found = self._map.rfind(sub, self._skip)
+        return found - self._skip if found >= 0 else -1
 
 
 class _HashingReader(io.RawIOBase):

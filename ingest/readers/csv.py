@@ -374,22 +374,25 @@ def _mapped_blocks(
     file: MappedFile, start: int, size: Callable[[], int], url: str
 ) -> Iterator[memoryview]:
     """Cut ``file`` from ``start`` into blocks of whole lines, ``size()`` bytes, as
-    :func:`_blocks` does a stream: slices of the mapping, nothing copied."""
+    :func:`_blocks` does a stream: each a view of a mapped window, nothing copied."""
     end = file.size
     while start < end:
-        stop = start + max(size(), 1 << 12)
-        if stop >= end:
-            yield file.view[start:end]  # the last block; its last line may lack a break
+        stop = min(start + max(size(), 1 << 12), end)
+        window = file.window(start, stop)
+        if stop == end:  # the last block; its last line may lack a break
+            yield window.view(0, stop - start)
             return
-        cut = file.rfind(b"\n", start, stop)
+        cut = window.rfind(b"\n")
         if cut < 0:  # a line longer than the block: up to its break, or the file's end
-            cut = file.find(b"\n", stop, min(end, start + MAX_LINE_BYTES + 1))
-            _check_line((cut if cut >= 0 else min(end, start + MAX_LINE_BYTES + 1)) - start, url)
+            limit = min(end, start + MAX_LINE_BYTES + 1)
+            window = file.window(start, limit)
+            cut = window.find(b"\n", stop - start)
+            _check_line(cut if cut >= 0 else limit - start, url)
             if cut < 0:
-                yield file.view[start:end]
+                yield window.view(0, limit - start)
                 return
-        yield file.view[start : cut + 1]
-        start = cut + 1
+        yield window.view(0, cut + 1)
+        start += cut + 1
 
 
 def _read_into(stream: IO[bytes], into: memoryview) -> int:

@@ -288,6 +288,7 @@ def test_a_mapped_file_is_cut_into_whole_lines_and_loses_no_byte(
     limit = max(size, 1 << 12)
     assert all(len(b) <= limit or b.count(b"\n") <= 1 for b in blocks)
     assert mapped.hexdigest() == hashlib.sha256(text).hexdigest()
+    mapped.close()
 
 
 def test_a_mapped_line_longer_than_the_limit_is_an_error(tmp_path: Path) -> None:
@@ -296,6 +297,23 @@ def test_a_mapped_line_longer_than_the_limit_is_an_error(tmp_path: Path) -> None
     mapped = MappedFile(str(path))
     with pytest.raises(InputError, match="without a line break"):
         list(_mapped_blocks(mapped, 6, lambda: 1 << 20, "one-line.csv"))
+    mapped.close()
+
+
+def test_mapped_windows_start_anywhere_and_end_with_their_views(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 1_000  # 256 KB: windows across the mapping grid
+    path = tmp_path / "bytes.bin"
+    path.write_bytes(data)
+    mapped = MappedFile(str(path))
+    for start, end in [(0, 0), (1, 5), (4_095, 4_097), (65_537, 200_001), (255_000, 256_000)]:
+        window = mapped.window(start, end)
+        assert bytes(window.view(0, end - start)) == data[start:end]
+        assert window.find(bytes([data[end - 1]]), end - start - 1) == (
+            end - start - 1 if end > start else -1
+        )
+    mapped.close()
+    view = MappedFile(str(path)).window(10, 20).view(0, 10)
+    assert bytes(view) == data[10:20]  # a view outlives its window and the file's descriptor
 
 
 @pytest.mark.parametrize("batch_rows", [7, 64, 100_000])
