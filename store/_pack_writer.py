@@ -193,8 +193,9 @@ class _Spill:
     def start_writeback(self) -> None:
         """Start writing the shards' new bytes back (once per block: a hint per chunk
         cost a system call each), so that the commit's flush has less to wait for."""
-        for f in self._files.values():
-            f.flush()
+        for (array, shard), f in self._files.items():
+            with self.location.writing(self._rel(array, shard)):  # errors name the file
+                f.flush()
             start_writeback(f.fileno())
 
     def move(
