@@ -55,12 +55,20 @@ class _Staged:
     """The parts' columns but ``symbol`` and ``_source`` (their chunks, not joined)."""
     sources: pa.Array
     """The input files of the rows, sorted."""
-    source_codes: npt.NDArray[np.int32]
-    """Each row's input file, as its index in :attr:`sources`."""
+    source_codes: npt.NDArray[np.int32] | None
+    """Each row's input file, as its index in :attr:`sources`; None for one file."""
     order: npt.NDArray[np.int64]
     """The rows by symbol; ties in input order (file, then row in the file)."""
     offsets: npt.NDArray[np.int64]
     """Where each symbol's rows start in :attr:`order` (one more: the end)."""
+
+
+def _files_of(staged: _Staged, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
+    """The input file of each of ``rows`` (one file, the usual session: all 0, nothing
+    gathered)."""
+    if staged.source_codes is None:
+        return np.zeros(len(rows), np.int32)
+    return staged.source_codes[rows]
 
 
 class StagedSession:
@@ -118,9 +126,7 @@ class StagedSession:
         codes = np.repeat(
             np.arange(first, end, dtype=np.uint32), np.diff(staged.offsets[first : end + 1])
         )
-        # One input file (the usual session): every row's code is 0, nothing to gather.
-        one_file = len(staged.sources) == 1
-        source_codes = np.zeros(len(picked), np.int32) if one_file else staged.source_codes[picked]
+        source_codes = _files_of(staged, picked)
         ts = np.asarray(rest.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
         rows = np.asarray(rest.column("_row").to_numpy(), dtype=np.int64)
         order = _order(codes, ts, source_codes, rows)
@@ -143,7 +149,7 @@ class StagedSession:
                 _quarantine.raise_first(duplicates)
             table = table.filter(pa.array(~dup))
             codes, source_codes = codes[~dup], source_codes[~dup]
-        if one_file:
+        if staged.source_codes is None:
             counts = [len(source_codes)]
         else:
             counts = np.bincount(source_codes, minlength=len(sources)).tolist()
@@ -222,9 +228,9 @@ def _blocks(counts: npt.NDArray[np.int64], block_rows: int) -> list[tuple[int, i
 
 def _source_codes(
     columns: list[pa.ChunkedArray],
-) -> tuple[pa.Array, npt.NDArray[np.int32]]:
+) -> tuple[pa.Array, npt.NDArray[np.int32] | None]:
     """The input files of the parts' rows (``_source`` columns), sorted, and each row's
-    index among them.
+    index among them (None when there is one file).
 
     Every staged part's ``_source`` is a dictionary of the one file it came from, so
     this costs nothing per row but the codes themselves.
@@ -232,8 +238,8 @@ def _source_codes(
     chunks = [c for column in columns for c in column.chunks if len(c)]
     firsts = [cast(str, c.dictionary[c.indices[0].as_py()].as_py()) for c in chunks]
     names = sorted(set(firsts))
-    if len(names) == 1:  # zeros from calloc: no page is touched until it is read
-        return pa.array(names, pa.string()), np.zeros(sum(len(c) for c in chunks), np.int32)
+    if len(names) == 1:
+        return pa.array(names, pa.string()), None
     rank = {n: i for i, n in enumerate(names)}
     codes = np.repeat(np.array([rank[f] for f in firsts], dtype=np.int32), [len(c) for c in chunks])
     return pa.array(names, pa.string()), codes

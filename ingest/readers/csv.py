@@ -115,8 +115,8 @@ class _CsvDecoder:
         self.announced = False
         self.per_row = max(len(data.partition(b"\n")[0]) + 1, 8)
         if isinstance(stream, MappedFile):
-            # Blocks are slices of the mapping: no reading to overlap with parsing (the
-            # file is hashed on a thread of its own).
+            # Blocks are mapped windows of the file: no reading to overlap with parsing
+            # (the file is hashed on a thread of its own).
             start = stream.tell() - len(data)  # the first line after the header
             blocks: Iterator[memoryview] = _mapped_blocks(
                 stream, start, self._block_bytes, self.source.url

@@ -243,47 +243,41 @@ def test_tsv_with_side_map_and_price_scale(tmp_path: Path) -> None:
     assert datetime.fromtimestamp(0, UTC).year == 1970
 
 
-@settings(max_examples=150, deadline=None)
-@given(
-    lines=st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), max_size=30),
-    last_break=st.booleans(),
-    head=st.integers(0, 20),
-    size=st.integers(1, 40),
-)
-def test_blocks_are_whole_lines_and_lose_no_byte(
-    lines: list[bytes], last_break: bool, head: int, size: int
-) -> None:
-    text = b"\n".join(lines) + (b"\n" if last_break and lines else b"")
-    # The first bytes come read already (the header's line), the rest from the stream.
-    blocks = [bytes(b) for b in _blocks(io.BytesIO(text[head:]), text[:head], lambda: size, "x")]
+def _texts(line_bytes: int, lines: int) -> st.SearchStrategy[bytes]:
+    """Texts of up to ``lines`` lines of up to ``line_bytes`` bytes, the last line with
+    a line break or not."""
+    line = st.binary(max_size=line_bytes).map(lambda b: b.replace(b"\n", b""))
+    return st.tuples(st.lists(line, max_size=lines), st.booleans()).map(
+        lambda t: b"\n".join(t[0]) + (b"\n" if t[1] and t[0] else b"")
+    )
+
+
+def _check_whole_lines(blocks: list[bytes], text: bytes) -> None:
+    """``blocks`` hold ``text`` whole, cut after line breaks, none empty."""
     assert b"".join(blocks) == text
     assert all(b.endswith(b"\n") for b in blocks[:-1])
     assert all(blocks)
 
 
+@settings(max_examples=150, deadline=None)
+@given(text=_texts(12, 30), head=st.integers(0, 20), size=st.integers(1, 40))
+def test_blocks_are_whole_lines_and_lose_no_byte(text: bytes, head: int, size: int) -> None:
+    # The first bytes come read already (the header's line), the rest from the stream.
+    blocks = [bytes(b) for b in _blocks(io.BytesIO(text[head:]), text[:head], lambda: size, "x")]
+    _check_whole_lines(blocks, text)
+
+
 @settings(max_examples=100, deadline=None)
-@given(
-    lines=st.lists(st.binary(max_size=900).map(lambda b: b.replace(b"\n", b"")), max_size=40),
-    last_break=st.booleans(),
-    start=st.integers(0, 50),
-    size=st.integers(1, 9_000),
-)
+@given(text=_texts(900, 40), start=st.integers(0, 50), size=st.integers(1, 9_000))
 def test_a_mapped_file_is_cut_into_whole_lines_and_loses_no_byte(
-    tmp_path_factory: pytest.TempPathFactory,
-    lines: list[bytes],
-    last_break: bool,
-    start: int,
-    size: int,
+    tmp_path_factory: pytest.TempPathFactory, text: bytes, start: int, size: int
 ) -> None:
-    text = b"\n".join(lines) + (b"\n" if last_break and lines else b"")
     path = tmp_path_factory.mktemp("mapped") / "t.csv"
     path.write_bytes(text)
     mapped = MappedFile(str(path))
     start = min(start, len(text))
     blocks = [bytes(b) for b in _mapped_blocks(mapped, start, lambda: size, "x")]
-    assert b"".join(blocks) == text[start:]
-    assert all(b.endswith(b"\n") for b in blocks[:-1])
-    assert all(blocks)
+    _check_whole_lines(blocks, text[start:])
     # A block is at most its size (4 KiB at least), unless it is one line longer than that.
     limit = max(size, 1 << 12)
     assert all(len(b) <= limit or b.count(b"\n") <= 1 for b in blocks)
