@@ -337,7 +337,7 @@ def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
             return _localize(source, fmt.timezone), None, reason
         return pc.cast(source, _TS), None, reason
     if pa.types.is_integer(kind):
-        return _int_to_ns(pc.cast(source, pa.int64()), unit), None, reason
+        return _int_to_ns(pc.cast(source, pa.int64()), unit)
     if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
         ns = pc.round(pc.multiply(pc.cast(source, pa.float64()), float(_UNIT_NS[unit])))
         return pc.cast(pc.cast(ns, pa.int64()), _TS), None, reason
@@ -348,7 +348,7 @@ def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
         else:
-            return _int_to_ns(whole, unit), None, reason
+            return _int_to_ns(whole, unit)
     if ts_format is not None:
         parsed = strptime(text, ts_format)
         reason = f"does not match the time format {ts_format!r}"
@@ -368,11 +368,25 @@ def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
     return parsed, mask, reason
 
 
-def _int_to_ns(ints: pa.Array | pa.ChunkedArray, unit: str) -> pa.Array | pa.ChunkedArray:
-    """Integer times in ``unit`` as UTC ns timestamps (overflow raises)."""
-    if unit != "ns":  # ns needs no product: spare a copy of the column
-        ints = pc.multiply_checked(ints, pa.scalar(_UNIT_NS[unit], pa.int64()))
-    return pc.cast(ints, _TS)
+def _int_to_ns(ints: pa.Array | pa.ChunkedArray, unit: str) -> _Converted:
+    """Integer times in ``unit`` as UTC ns timestamps.
+
+    A value whose ns do not fit in int64 (the unit is inferred from the file's first
+    time, so a later one can be far larger) becomes null and is flagged: its row is
+    quarantined, as the text path does with out-of-range numbers.
+    """
+    reason = f"is out of the range of ns timestamps as {unit} since the epoch"
+    if unit == "ns":  # ns needs no product: spare a copy of the column
+        return pc.cast(ints, _TS), None, reason
+    scale = pa.scalar(_UNIT_NS[unit], pa.int64())
+    try:
+        return pc.cast(pc.multiply_checked(ints, scale), _TS), None, reason
+    except pa.ArrowInvalid:  # an overflow: find the values, not the common case's cost
+        limit = np.iinfo(np.int64).max // _UNIT_NS[unit]
+        out = pc.fill_null(pc.or_(pc.greater(ints, limit), pc.less(ints, -limit)), False)
+        kept = pc.if_else(out, pa.scalar(None, pa.int64()), ints)
+        mask = np.asarray(out, dtype=bool)
+        return pc.cast(pc.multiply_checked(kept, scale), _TS), mask, reason
 
 
 def _localize(naive: pa.Array | pa.ChunkedArray, timezone: str) -> pa.Array | pa.ChunkedArray:

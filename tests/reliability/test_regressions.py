@@ -34,6 +34,26 @@ def test_an_empty_symbol_is_quarantined_not_a_crash(tmp_path: Path) -> None:
     assert message.startswith(f"{src} row 2: symbol is empty (rule not_null")
 
 
+@pytest.mark.parametrize("later", ["1704186000011018524", "-9223372036854775808"])
+def test_an_epoch_time_past_the_inferred_unit_is_quarantined(tmp_path: Path, later: str) -> None:
+    # Found by ingest-csv: the first time (12 digits) makes the file's unit ms, so a later
+    # ns time overflowed int64 ns in the integer path and pyarrow's ArrowInvalid ended the job.
+    src = tmp_path / "trades.csv"
+    src.write_text(
+        "ts_event,symbol,price,size,side\n"
+        "170410741177,AAPL,10.0,5,B\n"
+        f"{later},AAPL,10.5,5,S\n"
+        "170410741178,AAPL,10.25,5,B\n"
+    )
+    options = IngestOptions(workers=1, read=ReadOptions(kind="trades"))  # type: ignore[arg-type]
+    result = ingest([str(src)], str(tmp_path / "s"), options, progress=False)
+    assert (result.rows_read, result.rows_stored, result.rows_quarantined) == (3, 2, 1)
+    q = Store.open(str(tmp_path / "s")).version()
+    [message] = q.read_table(q.tables_of("quarantine")[0]).column("message").to_pylist()
+    assert message.startswith(f"{src} row 2: column 'ts_event' value '{later}' is out of the ")
+    assert "as ms since the epoch" in message
+
+
 def test_a_manifest_number_beyond_a_double_is_refused() -> None:
     # Found by the manifest target: 1e999 parsed as inf, which to_json cannot write.
     store = Store.create("memory://tt-regression-inf", exist_ok=True)
