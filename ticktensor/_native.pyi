@@ -252,6 +252,17 @@ def map_file(
     the last view goes.
     """
 
+def crc32c(
+    data: Annotated[
+        NDArray[numpy.uint8], dict(shape=(None,), order="C", device="cpu", writable=False)
+    ],
+    value: int = 0,
+) -> int:
+    """
+    The CRC-32C (Castagnoli) of `data`, continuing from `value` (the CRC-32C of the
+    bytes before them; 0 to start).
+    """
+
 class SamplePrefetcher:
     """
     A native thread that gathers planned batches of a dataset's samples into slots.

@@ -1,5 +1,5 @@
 """Native compute kernels: a shared thread pool, the window gathers behind the loader, file
-mappings and permutations."""
+mappings, checksums and permutations."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ __all__ = [
     "ThreadPool",
     "TimeBars",
     "WindowGather",
+    "crc32c",
     "gather_windows",
     "map_file",
     "order_by_key",
@@ -667,6 +668,27 @@ def time_bars(
         if long_runs:
             sums[where] = np.add.reduceat(each, starts)
     return out
+
+
+def crc32c(data: bytes | memoryview | npt.NDArray[Any], value: int = 0) -> int:
+    """The CRC-32C (Castagnoli, as iSCSI and Google's ``crc32c``) of the bytes of ``data``,
+    continuing from ``value`` (the CRC-32C of the bytes before them).
+
+    Computed in C++ with the GIL released (about 12 GB/s per core with SSE 4.2), so that
+    threads checking chunks run in parallel. ``data`` is any C-contiguous buffer; it is
+    not copied.
+
+    Examples
+    --------
+    >>> hex(crc32c(b"123456789"))
+    '0xe3069283'
+    >>> crc32c(b"56789", crc32c(b"1234")) == crc32c(b"123456789")
+    True
+    """
+    view = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    if view.ndim != 1 or view.dtype != np.uint8:
+        view = view.reshape(-1).view(np.uint8)
+    return int(_native.crc32c(view, value))
 
 
 def map_file(

@@ -14,6 +14,7 @@ void bind_key_order(nb::module_& m);
 void bind_column_stack(nb::module_& m);
 void bind_time_bars(nb::module_& m);
 void bind_mapped_file(nb::module_& m);
+void bind_crc32c(nb::module_& m);
 void bind_sample_prefetcher(nb::module_& m);
 }  // namespace ttpy
 
@@ -29,5 +30,6 @@ NB_MODULE(_native, m) {
   ttpy::bind_column_stack(m);
   ttpy::bind_time_bars(m);
   ttpy::bind_mapped_file(m);
+  ttpy::bind_crc32c(m);
   ttpy::bind_sample_prefetcher(m);
 }
