@@ -21,6 +21,7 @@ from ._symbols import keyed_symbols, ranks_of
 from .bars import _ranges
 
 __all__ = [
+    "FIXED_ORDER_VERSION",
     "FeatureArrays",
     "SymbolFeatures",
     "check_spec",
@@ -30,6 +31,11 @@ __all__ = [
 ]
 
 _NS_PER_DAY = 86_400 * 1_000_000_000
+
+FIXED_ORDER_VERSION = 2
+"""The first feature spec version whose window sums over rows (``volatility_N``) add the
+window's terms oldest first, one by one: the order ``ticktensor.live`` repeats tick by
+tick. Earlier versions keep polars' rolling sum, so their stores keep what they hold."""
 _ALL = frozenset({"quotes", "trades", "bars", "mbp10", "ohlcv"})
 _BOOK = frozenset({"quotes", "mbp10", "trades", "bars"})  # trades/bars: with quotes given
 _BARS = frozenset({"bars", "ohlcv"})
@@ -136,8 +142,17 @@ def _log_ret(r: Rows, n: Param) -> pl.Expr:
 
 
 def _volatility(r: Rows, n: Param) -> pl.Expr:
-    squared = _log_ret(r, 1) ** 2
-    return r.per_series(squared.rolling_sum(n if isinstance(n, int) else 20, min_samples=1)).sqrt()
+    rows = n if isinstance(n, int) else 20
+    if not r.fixed_order:
+        squared = _log_ret(r, 1) ** 2
+        return r.per_series(squared.rolling_sum(rows, min_samples=1)).sqrt()
+    # ((0 + r2[i-N+1]) + r2[i-N+2]) + ... + r2[i], rows before the series' start adding 0:
+    # the sum a ring of the last N terms gives when it is re-added oldest first.
+    squared = r.shared("_squared_log_return_1", _log_ret(r, 1) * _log_ret(r, 1))
+    total = pl.lit(0.0, dtype=pl.Float64)
+    for k in range(rows - 1, 0, -1):
+        total = total + r.shift(squared, k).fill_null(0.0)
+    return (total + squared).sqrt()
 
 
 def _column(name: str, clocks: frozenset[str]) -> _Entry:
@@ -288,7 +303,8 @@ def _label(
 def compute(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -> FeatureArrays:
     """Evaluate ``spec`` on one symbol's session of events (see ``features.compute_features``)."""
     check_spec(spec)
-    return _evaluate(Rows(spec.clock, events, spec.bar_rule), spec)[0]
+    fixed = spec.version >= FIXED_ORDER_VERSION
+    return _evaluate(Rows(spec.clock, events, spec.bar_rule, fixed_order=fixed), spec)[0]
 
 
 def compute_by_symbol(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -> SymbolFeatures:
@@ -304,7 +320,14 @@ def compute_by_symbol(events: Mapping[EventKind, pa.Table], spec: FeatureSpec) -
             used.update({int(series.min()), int(series.max())})
     # One symbol: its own series, without the per-symbol windows (the same rows).
     alone = len(used) == 1
-    arrays, series = _evaluate(Rows(spec.clock, numbered, spec.bar_rule, by_symbol=not alone), spec)
+    rows = Rows(
+        spec.clock,
+        numbered,
+        spec.bar_rule,
+        by_symbol=not alone,
+        fixed_order=spec.version >= FIXED_ORDER_VERSION,
+    )
+    arrays, series = _evaluate(rows, spec)
     if alone:
         series = np.full(series.shape, used.pop(), dtype=np.uint32)
     offsets = np.searchsorted(series, np.arange(len(names) + 1, dtype=np.uint32)).astype(np.int64)

@@ -61,6 +61,9 @@ class Rows:
     with a :data:`SERIES` column numbering them: the rows are every symbol's rows one
     after the other, each computed as if its symbol were alone (joins match the
     symbol; shifts, sums and windows restart at each symbol, see :meth:`per_series`).
+
+    ``fixed_order`` (feature spec version 2 on) makes window sums over rows add their
+    terms oldest first, one by one, the order an incremental engine repeats.
     """
 
     def __init__(
@@ -70,8 +73,10 @@ class Rows:
         bar: BarRule | None,
         *,
         by_symbol: bool = False,
+        fixed_order: bool = False,
     ):
         self.clock = clock
+        self.fixed_order = fixed_order
         self.by = SERIES if by_symbol else None
         by = self.by
         primary, secondary = CLOCK_INPUTS[clock]

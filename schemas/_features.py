@@ -193,7 +193,10 @@ class FeatureSpec:
         ``(start, end)`` in ns since the epoch: normalization mean/std are computed
         over ``[start, end)`` only (the training period), never over test data.
     version
-        Version of this spec, recorded in store metadata.
+        Version of this spec, recorded in store metadata. From version 2 on, window
+        sums over rows (``volatility_N``) add their terms oldest first, one by one, so
+        that ``ticktensor.live`` computes them tick by tick bit for bit; version 1
+        keeps polars' rolling sum (stores keep what they hold).
     clock
         The event stream giving one row per event: ``quotes`` (default), ``trades``,
         ``mbp10``, ``ohlcv`` (given bars) or ``bars`` (bars built from trades by ``bar``).
