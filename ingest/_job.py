@@ -24,7 +24,13 @@ from ticktensor.ingest._session_stats import StatsPartial
 from ticktensor.ingest._sources import Input, expand_inputs
 from ticktensor.ingest._staging import Staging, group_parts
 from ticktensor.ingest._stored import StoredSession
-from ticktensor.ingest.readers import detect, get_reader, kind_from_columns
+from ticktensor.ingest.readers import (
+    book_update_columns,
+    detect,
+    get_reader,
+    kind_from_columns,
+    layout_hint,
+)
 from ticktensor.ingest.readers._base import ReadOptions
 from ticktensor.schemas import EventKind, FeatureSpec
 from ticktensor.store import (
@@ -150,15 +156,32 @@ class IngestResult:
 
 
 def infer_csv_kind(source: Input, read: ReadOptions) -> EventKind:
-    """The schema of a generic CSV with a header, from its column names (and mapping)."""
-    first = source.head(1 << 16).split(b"\n", 1)[0].decode("utf-8", "replace").strip()
-    header = [c.strip().strip('"') for c in first.split(read.csv.delimiter)]
+    """The schema of a generic CSV with a header, from its column names (and mapping).
+
+    Raises
+    ------
+    ConfigError
+        For a header of order-book updates (never read as trades), or one that names
+        no schema: with the ``--delimiter``/``--no-header`` the first line asks for, else
+        ``--schema``.
+    """
+    first = source.head(1 << 16).lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0]
+    line = first.decode("utf-8", "replace").strip()
+    header = [c.strip().strip('"') for c in line.split(read.csv.delimiter)]
+    if marks := book_update_columns(header):
+        raise ConfigError(
+            f"{source.url}: the header {header} is one of order-book updates (one price "
+            f"level per row, with {marks}), not trades; Binance futures depth files "
+            "(update_type snap/set) are read by --format binance, other book updates need "
+            "converting to mbp10 or mbo"
+        )
     kind = kind_from_columns(header, read.csv.columns)
     if kind is None:
-        raise ConfigError(
-            f"{source.url}: cannot tell the schema from the header {sorted(header)}; "
-            "pass --schema trades|quotes|mbp10|mbo|bars"
-        )
+        hint = layout_hint(line, read.csv.delimiter, read.csv.header)
+        fix = hint or "; pass --schema trades|quotes|mbp10|mbo|bars"
+        if "--no-header" in hint:
+            fix += "; a file without a header also needs --schema (and --columns NAME=INDEX,...)"
+        raise ConfigError(f"{source.url}: cannot tell the schema from the header {header}{fix}")
     return kind
 
 

@@ -20,6 +20,7 @@ RULES: dict[str, str] = {
     "finite": "prices and sizes must not be NaN or infinite",
     "positive_price": "a price, where present, must be > 0",
     "non_negative_size": "a size, where present, must be >= 0",
+    "positive_trade_size": "a trade's size must be > 0 (a trade of nothing did not happen)",
     "side_domain": "side must be one of -1 (sell/ask), 0 (none), +1 (buy/bid)",
     "action_domain": "action must be one of " + ", ".join(ACTIONS),
     "crossed_book": "best bid must not exceed best ask (locked, equal, is allowed)",
@@ -141,6 +142,11 @@ def run_checks(
     for name in _SIZES[kind]:
         bad = pc.less(table.column(name), 0)
         yield from _check("non_negative_size", table, name, bad, f"{name} ", " is negative")
+    if kind is EventKind.TRADES:
+        bad = pc.equal(table.column("size"), 0)
+        yield from _check(
+            "positive_trade_size", table, "size", bad, "size ", " is zero: no quantity traded"
+        )
     if "side" in schema.names:
         bad = _outside(table.column("side"), pa.array([-1, 0, 1], pa.int8()))
         yield from _check("side_domain", table, "side", bad, "side ", " is not one of -1, 0, 1")

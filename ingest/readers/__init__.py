@@ -19,7 +19,8 @@ from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
 
 from ._base import REJECT_SCHEMA, CsvFormat, EventBatch, Inference, Reader, ReadOptions
-from ._names import kind_from_columns
+from ._layout_hints import layout_hint
+from ._names import book_update_columns, kind_from_columns
 from .arrow import ArrowReader
 from .csv import CsvReader
 from .parquet import ParquetReader
@@ -36,9 +37,11 @@ __all__ = [
     "ParquetReader",
     "ReadOptions",
     "Reader",
+    "book_update_columns",
     "detect",
     "get_reader",
     "kind_from_columns",
+    "layout_hint",
 ]
 
 #: Formats whose reader lives in a sibling module, imported on first use.

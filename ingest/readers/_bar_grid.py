@@ -64,10 +64,10 @@ class BarGrid:
 
     def apply(self, table: pa.Table, label: str) -> tuple[pa.Table, Bad | None]:
         """``table`` with ``interval_ns`` set, and its bars off the grid (column ``label``)."""
-        ts = table.column("ts_event").cast(pa.int64()).to_numpy(zero_copy_only=False)
-        ts = np.asarray(ts, dtype=np.float64)  # nulls (not_null violations) are NaN
-        known = ~np.isnan(ts)
-        times = ts[known].astype(np.int64)
+        column = table.column("ts_event").cast(pa.int64())
+        # Integer ns throughout: float64 holds epoch ns only to 256 ns.
+        known = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), dtype=bool)
+        times = np.asarray(pc.drop_null(column).to_numpy(zero_copy_only=False), dtype=np.int64)
         if self.interval is None:
             self.interval = infer_interval(times)
             if self.interval is None:
@@ -84,7 +84,7 @@ class BarGrid:
         interval = pa.repeat(pa.scalar(self.interval, pa.int64()), table.num_rows)
         index = table.schema.get_field_index("interval_ns")
         table = table.set_column(index, table.schema.field(index), interval)
-        off = np.zeros(len(ts), dtype=bool)
+        off = np.zeros(len(known), dtype=bool)
         if self.phase is not None:
             off[known] = times % self.interval != self.phase
         if not off.any():

@@ -49,7 +49,10 @@ def read_book_depth(
     pending: _Snapshot | None = None  # the last snapshot of a batch may go on in the next
     first = True
     with source.open() as stream:
-        for lines in split_lines(stream, _NAMES, options.batch_rows, url, skip=int(header)):
+        delimiter = options.csv.delimiter
+        for lines in split_lines(
+            stream, _NAMES, options.batch_rows, url, skip=int(header), delimiter=delimiter
+        ):
             parsed = parse_numbers(lines, _NUMBERS, url)
             parsed, times = _times(parsed, url)
             snapshots: list[_Snapshot] = []

@@ -23,6 +23,7 @@ from ticktensor.schemas import EventKind
 
 from ._base import EventBatch, Inference, ReadOptions
 from ._binance_depth import read_book_depth
+from ._layout_hints import layout_hint, shell_quoted
 from .csv import CsvReader
 
 __all__ = ["DUMP_NAME", "Layout", "layout_of", "read_dump"]
@@ -99,9 +100,9 @@ LAYOUTS: tuple[Layout, ...] = (
 _SIDES = {"true": -1, "True": -1, "TRUE": -1, "false": 1, "False": 1, "FALSE": 1}
 
 
-def layout_of(name: str, first_line: str) -> tuple[Layout, bool]:
-    """The layout of dump ``name`` whose first line is ``first_line``, and whether that
-    line is a header.
+def layout_of(name: str, first_line: str, delimiter: str = ",") -> tuple[Layout, bool]:
+    """The layout of dump ``name`` whose first line is ``first_line`` (fields split on
+    ``delimiter``: Binance writes commas), and whether that line is a header.
 
     Raises
     ------
@@ -115,7 +116,7 @@ def layout_of(name: str, first_line: str) -> tuple[Layout, bool]:
             "BTCUSDT-trades-2024-08-08.csv) nor a websocket capture"
         )
     dump = match["kind"] if not match["kind"][0].isdigit() else "klines"
-    fields = [f.strip() for f in first_line.strip().split(",")]
+    fields = [f.strip() for f in first_line.strip().split(delimiter)]
     # Data lines start with an id or a time (digits); header lines with a column name.
     header = bool(fields) and not fields[0][:1].isdigit()
     candidates = [layout for layout in LAYOUTS if layout.dump == dump]
@@ -123,22 +124,26 @@ def layout_of(name: str, first_line: str) -> tuple[Layout, bool]:
         if len(layout.columns) == len(fields):
             return layout, header
     counts = sorted({len(layout.columns) for layout in candidates})
+    # The header is told from the line itself: only the delimiter can be wrong.
+    hint = layout_hint(first_line, delimiter, header=False)
     raise ConfigError(
         f"{name}: a Binance {dump} dump has {' or '.join(map(str, counts))} fields per line, "
-        f"this one {len(fields)} ({first_line.strip()[:120]!r})"
+        f"this one {len(fields)} on {shell_quoted(delimiter)} "
+        f"({first_line.strip()[:120]!r}){hint}"
     )
 
 
 def read_dump(source: Input, options: ReadOptions) -> Iterator[EventBatch]:
     """Read a dump through the generic CSV reader with its layout as the mapping."""
     first = source.head(1 << 16).lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0]
-    layout, header = layout_of(source.name, first.decode("utf-8", "replace"))
+    delimiter = options.csv.delimiter
+    layout, header = layout_of(source.name, first.decode("utf-8", "replace"), delimiter)
     if options.kind is not None and options.kind is not layout.kind:
         raise ConfigError(
             f"{source.url}: requested kind {options.kind.value!r} but a Binance {layout.dump} "
             f"dump holds {layout.kind.value}"
         )
-    names = [f.strip() for f in first.decode("utf-8", "replace").strip().split(",")]
+    names = [f.strip() for f in first.decode("utf-8", "replace").strip().split(delimiter)]
     position = {column: i for i, column in enumerate(layout.columns)}
     columns = {
         canonical: names[position[column]] if header else str(position[column])
@@ -149,7 +154,7 @@ def read_dump(source: Input, options: ReadOptions) -> Iterator[EventBatch]:
     if layout.dump == "bookDepth":
         yield from read_book_depth(source, options, symbol or "", header)
         return
-    fmt = replace(options.csv, header=header, columns=columns, side_map=_SIDES, delimiter=",")
+    fmt = replace(options.csv, header=header, columns=columns, side_map=_SIDES)
     read = replace(options, kind=layout.kind, symbol=symbol, csv=fmt)
     what = f"binance {layout.market} {layout.dump} dump ({len(layout.columns)} columns, " + (
         "with a header)" if header else "no header)"

@@ -22,7 +22,7 @@ from ticktensor.errors import ConfigError, SchemaError
 from ticktensor.schemas import EventKind, null_column, parse_duration_ns, schema_for
 
 from ._base import Inference, ReadOptions
-from ._names import DATE_NAMES, match_columns, normalize
+from ._names import DATE_NAMES, book_update_columns, match_columns, normalize
 from ._time_inference import TimeReading, infer_time, strptime
 
 __all__ = [
@@ -45,6 +45,20 @@ _PRICE_NAMES = {"price", "bid_px", "ask_px", "open", "high", "low", "close", "vw
 _OFFSET = r"(Z|[+-]\d\d:?\d\d)$"
 _DECIMAL = r"^\s*(?P<int>[+-]?\d+)(?:\.(?P<frac>\d{0,9})\d*)?\s*$"
 _INTERVAL = re.compile(r"(?:^|[_\-.])(\d+)(s|m|min|h|d)(?=$|[_\-.])")
+#: Vendor file names that carry the instrument, with the vendor's name for the layout.
+_NAMED_SYMBOL: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Databento / Nautilus exports: SYMBOL.MIC_1min_bars_... (a four-letter ISO 10383 MIC).
+    (re.compile(r"^(?P<symbol>[A-Z0-9][A-Za-z0-9]{0,20})\.(?P<venue>[A-Z]{4})_"), "SYMBOL.MIC_"),
+    # Dukascopy: EURUSD_Candlestick_1_M_BID_... or EURUSD_Ticks_...
+    (re.compile(r"^(?P<symbol>[A-Z0-9]{3,12})_(?:Candlestick|Ticks)_"), "Dukascopy"),
+    # HistData: DAT_ASCII_EURUSD_M1_2020.csv
+    (re.compile(r"^DAT_(?:ASCII|MT|NT|XLSX)_(?P<symbol>[A-Z0-9]{3,12})_"), "HistData"),
+)
+#: Kinds whose rows mean nothing without one of these columns (all of them nullable).
+_ONE_OF: dict[EventKind, tuple[str, ...]] = {
+    EventKind.QUOTES: ("bid_px", "ask_px"),
+    EventKind.MBP10: ("bid_px_00", "ask_px_00"),
+}
 
 
 def is_price(name: str) -> bool:
@@ -84,6 +98,8 @@ class ColumnPlan:
     time: TimeReading | None = None
     notes: tuple[str, ...] = ()
     interval_from: str = "inferred from the timestamps"
+    #: File columns no canonical column takes (listed in the report, never silently).
+    unused: tuple[str, ...] = ()
 
     @property
     def file_columns(self) -> list[str]:
@@ -105,9 +121,14 @@ class ColumnPlan:
         given = [
             f"{name}: {value!r} for every row (no column)"
             for name, value in self.constants.items()
-            if name != "interval_ns"
+            if name != "interval_ns" and not any(n.startswith(f"{name}: ") for n in self.notes)
         ]
-        return Inference(columns, (*time, *given, *self.notes, *extra))
+        unused = (
+            [f"not stored (no {self.kind.value} column takes them): {list(self.unused)}"]
+            if self.unused
+            else []
+        )
+        return Inference(columns, (*time, *given, *self.notes, *unused, *extra))
 
 
 def plan_columns(
@@ -135,6 +156,15 @@ def plan_columns(
                 f"{source}: column {column!r} (mapped to {name!r}) is not in "
                 f"the file; its columns are {list(available)}"
             )
+    marks = book_update_columns(available)
+    if marks and kind not in (EventKind.MBP10, EventKind.MBO):
+        raise SchemaError(
+            f"{source}: the columns {list(available)} are order-book updates (one price "
+            f"level per row, with {marks}), not {kind.value}; reading them as {kind.value} "
+            "would invent a row per level change. Binance futures depth files "
+            "(update_type snap/set) are read by --format binance; convert other book "
+            "updates to mbp10 or mbo first"
+        )
     matched = match_columns(kind, available, mapping, source)
     sources = matched.sources
     constants: dict[str, object] = {}
@@ -151,6 +181,16 @@ def plan_columns(
             interval_from = "from the file name"
     if kind is EventKind.OHLCV and "volume" not in sources:
         notes.append("volume: no column, null (features that need volume are NaN)")
+    if "symbol" not in sources and options.symbol is None:
+        named = symbol_from_name(source)
+        if named is not None:
+            symbol, venue, vendor = named
+            constants["symbol"] = symbol
+            said = f"symbol: {symbol!r} for every row (from the file name, {vendor} naming"
+            if venue is not None and "venue" not in sources:
+                constants["venue"] = venue
+                said += f"; venue {venue!r}"
+            notes.append(said + "; --symbol overrides)")
     missing: list[str] = []
     for field in schema:
         name = field.name
@@ -171,6 +211,15 @@ def plan_columns(
             f"with --columns NAME=COLUMN,... (CsvFormat.columns){hint}. "
             f"The file's columns are {list(available)}"
         )
+    needed = _ONE_OF.get(kind, ())
+    if needed and not set(needed) & set(sources):
+        raise SchemaError(
+            f"{source}: {kind.value} needs a {' or '.join(needed)} column and the file has "
+            f"neither; its columns are {list(available)}. Map them with --columns "
+            f"{needed[0]}=COLUMN,... or pick the schema the file holds (--schema)"
+        )
+    used = {*sources.values(), *([matched.ts_time] if matched.ts_time else [])}
+    unused = tuple(c for c in available if c not in used)
     return ColumnPlan(
         kind,
         sources,
@@ -179,7 +228,25 @@ def plan_columns(
         matched.ts_time,
         notes=tuple(notes),
         interval_from=interval_from,
+        unused=unused,
     )
+
+
+def symbol_from_name(source: str) -> tuple[str, str | None, str] | None:
+    """The symbol (and venue) a vendor's file name carries, with the vendor's naming.
+
+    Examples
+    --------
+    >>> symbol_from_name("data/6EH4.XCME_1min_bars_20240102.csv.gz")
+    ('6EH4', 'XCME', 'SYMBOL.MIC_')
+    >>> symbol_from_name("bars_1min.csv") is None
+    True
+    """
+    base = source.rsplit("/", 1)[-1]
+    for pattern, vendor in _NAMED_SYMBOL:
+        if (found := pattern.match(base)) is not None:
+            return found["symbol"], found.groupdict().get("venue"), vendor
+    return None
 
 
 def resolve_time(plan: ColumnPlan, first: object, time_part: object = None) -> ColumnPlan:
@@ -339,8 +406,7 @@ def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
     if pa.types.is_integer(kind):
         return _int_to_ns(pc.cast(source, pa.int64()), unit)
     if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
-        ns = pc.round(pc.multiply(pc.cast(source, pa.float64()), float(_UNIT_NS[unit])))
-        return pc.cast(pc.cast(ns, pa.int64()), _TS), None, reason
+        return _float_to_ns(pc.cast(source, pa.float64()), _UNIT_NS[unit]), None, reason
     text = pc.cast(source.combine_chunks(), pa.string())
     if ts_format is None:
         try:  # the common case, integer epoch units, without the regex path below
@@ -387,6 +453,19 @@ def _int_to_ns(ints: pa.Array | pa.ChunkedArray, unit: str) -> _Converted:
         kept = pc.if_else(out, pa.scalar(None, pa.int64()), ints)
         mask = np.asarray(out, dtype=bool)
         return pc.cast(pc.multiply_checked(kept, scale), _TS), mask, reason
+
+
+def _float_to_ns(values: pa.ChunkedArray, unit_ns: int) -> pa.ChunkedArray:
+    """Float times in units of ``unit_ns`` as UTC ns, whole units and fraction apart: the
+    whole units convert exactly and the fraction (exact in float64) rounds to the ns, where
+    one product of epoch ns in float64 would round to 256 ns."""
+    whole = pc.floor(values)
+    fraction = pc.round(pc.multiply(pc.subtract(values, whole), float(unit_ns)))
+    ns = pc.add_checked(
+        pc.multiply_checked(pc.cast(whole, pa.int64()), pa.scalar(unit_ns, pa.int64())),
+        pc.cast(fraction, pa.int64()),
+    )
+    return pc.cast(ns, _TS)
 
 
 def _localize(naive: pa.Array | pa.ChunkedArray, timezone: str) -> pa.Array | pa.ChunkedArray:

@@ -23,14 +23,23 @@ from dataclasses import dataclass
 from ticktensor.errors import SchemaError
 from ticktensor.schemas import EventKind, schema_for
 
-__all__ = ["DATE_NAMES", "SYNONYMS", "Matched", "kind_from_columns", "match_columns", "normalize"]
+__all__ = [
+    "DATE_NAMES",
+    "SYNONYMS",
+    "Matched",
+    "book_update_columns",
+    "kind_from_columns",
+    "match_columns",
+    "normalize",
+]
 
 #: Canonical column -> normalized file column names that mean it, most specific first.
 SYNONYMS: dict[str, tuple[str, ...]] = {
     "ts_event": (
         "timestamp", "time", "ts", "datetime", "date_time", "timestamp_utc", "time_utc",
         "datetime_utc", "utc_time", "utc", "event_time", "transact_time", "trade_time",
-        "open_time", "time_open", "bar_time", "t",
+        "open_time", "time_open", "bar_time", "gmt_time", "time_gmt", "date_gmt",
+        "datetime_gmt", "timestamp_gmt", "date_time_gmt", "gmt", "date_utc", "t",
     ),
     "ts_recv": (
         "local_timestamp", "local_time", "recv_time", "receive_time", "received",
@@ -78,6 +87,10 @@ _SIGNATURES: tuple[tuple[EventKind, tuple[str, ...]], ...] = (
     (EventKind.QUOTES, ("bid_px", "ask_px")),
     (EventKind.TRADES, ("price", "size")),
 )
+
+#: Columns that only order-book updates have: a row is a change to one price level.
+_BOOK_UPDATE_MARKS = ("update_type", "first_update_id", "last_update_id", "is_snapshot")
+_LEVEL_QUANTITY = ("qty", "quantity", "amount", "size")
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _OTHER = re.compile(r"[^a-z0-9]+")
@@ -177,3 +190,25 @@ def kind_from_columns(available: Sequence[str], mapping: Mapping[str, str]) -> E
         if set(signature) <= provided:
             return kind
     return None
+
+
+def book_update_columns(available: Sequence[str]) -> list[str]:
+    """The columns that make a header one of order-book updates (empty: it is not).
+
+    A book-update row changes one price level (``side``, ``price``, quantity) and carries
+    an update id or type (``update_type``, ``first_update_id``, ``is_snapshot``); read as
+    trades it would invent a trade per level change.
+
+    Examples
+    --------
+    >>> book_update_columns(["symbol", "timestamp", "first_update_id", "last_update_id",
+    ...                      "side", "update_type", "price", "qty", "pu"])
+    ['first_update_id', 'last_update_id', 'update_type']
+    >>> book_update_columns(["time", "price", "qty", "side"])
+    []
+    """
+    normalized = {normalize(c): c for c in available}
+    marks = sorted(normalized[m] for m in _BOOK_UPDATE_MARKS if m in normalized)
+    level = "side" in normalized and "price" in normalized
+    level = level and any(q in normalized for q in _LEVEL_QUANTITY)
+    return marks if marks and level else []

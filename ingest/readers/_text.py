@@ -59,7 +59,12 @@ def field_count(url: str, row: int, raw: str, actual: int, expected: int) -> dic
 
 
 def split_lines(
-    stream: IO[bytes], names: tuple[str, ...], batch_rows: int, url: str, skip: int = 0
+    stream: IO[bytes],
+    names: tuple[str, ...],
+    batch_rows: int,
+    url: str,
+    skip: int = 0,
+    delimiter: str = ",",
 ) -> Iterator[Lines]:
     """Stream a delimited text file as string columns, about ``batch_rows`` lines at a time.
 
@@ -81,7 +86,7 @@ def split_lines(
             lines = pc.utf8_rtrim(pc.split_pattern(pa.array([text]), "\n").flatten(), "\r")
             rows = np.arange(row, row + len(lines), dtype=np.int64)
             row += len(lines)
-            counts = pc.add(pc.count_substring(lines, ","), 1).to_numpy(zero_copy_only=False)
+            counts = pc.add(pc.count_substring(lines, delimiter), 1).to_numpy(zero_copy_only=False)
             blank = pc.equal(pc.utf8_length(lines), 0).to_numpy(zero_copy_only=False)
             good = (counts == width) & ~blank
             wrong = np.flatnonzero(~good & ~blank)
@@ -89,7 +94,7 @@ def split_lines(
                 field_count(url, int(rows[i]), str(lines[i]), int(counts[i]), width) for i in wrong
             ]
             kept = lines.filter(pa.array(good))
-            flat = pc.split_pattern(kept, ",").flatten()
+            flat = pc.split_pattern(kept, delimiter).flatten()
             n = len(kept)
             take = [pa.array(np.arange(j, n * width, width)) for j in range(width)]
             columns = {name: flat.take(take[j]) for j, name in enumerate(names)}

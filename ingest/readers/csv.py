@@ -35,6 +35,7 @@ from ._bar_grid import BarGrid
 from ._base import EventBatch, Reader, ReadOptions
 from ._columns import NULL_VALUES, Bad, ColumnPlan, convert, plan_columns, resolve_time, safe_cast
 from ._csv_lines import parse_lines
+from ._layout_hints import layout_hint
 from ._rejects import InvalidRows, LineMismatchError, Rejects
 
 __all__ = ["CsvReader"]
@@ -99,6 +100,7 @@ class _CsvDecoder:
         data = _read_line(stream, b"", self.source.url)
         if data.startswith(b"\xef\xbb\xbf"):
             data = data[3:]
+        line = data.partition(b"\n")[0]  # the header, or the first data line
         if self.fmt.header:
             header, _, data = data.partition(b"\n")
             names = self._fields(header)
@@ -107,7 +109,14 @@ class _CsvDecoder:
             names = [str(i) for i in range(len(self._fields(data.partition(b"\n")[0])))]
         if not data.strip(b"\r\n") and not names:
             return
-        plan = plan_columns(self.kind, names, self.options, self.source.name)
+        try:
+            plan = plan_columns(self.kind, names, self.options, self.source.name)
+        except SchemaError as exc:
+            text = line.decode("utf-8", "replace")
+            hint = layout_hint(text, self.fmt.delimiter, self.fmt.header)
+            if not hint:
+                raise
+            raise SchemaError(f"{exc}{hint}") from None
         first = self._fields(data.partition(b"\n")[0]) if data.strip(b"\r\n") else []
         plan = resolve_time(plan, *(self._first(names, first, c) for c in self._time_columns(plan)))
         self._setup(names, plan, first)

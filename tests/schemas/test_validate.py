@@ -139,7 +139,9 @@ def test_positive_price() -> None:
 def test_non_negative_size() -> None:
     assert flagged(trades(size=[1.0, -2.0, 0.0]), "trades") == [
         (1, "size", "-2", "non_negative_size"),
+        (2, "size", "0", "positive_trade_size"),  # a trade of nothing did not happen
     ]
+    assert flagged(quotes(bid_sz=[1.0, 0.0, 2.0]), "quotes") == []  # an empty level is fine
     assert flagged(mbp10(bid_sz_03=[1.0, -1.0]), "mbp10") == [
         (1, "bid_sz_03", "-1", "non_negative_size"),
     ]
@@ -244,6 +246,7 @@ def test_every_rule_has_a_description() -> None:
         "finite",
         "positive_price",
         "non_negative_size",
+        "positive_trade_size",
         "side_domain",
         "action_domain",
         "crossed_book",

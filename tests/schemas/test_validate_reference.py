@@ -47,6 +47,8 @@ def _reference(rows: list[Row], kind: str, ts_range: tuple[int, int] | None) -> 
         for col in sizes:
             if _is_num(row[col]) and row[col] < 0:
                 out.add((i, col, "non_negative_size"))
+        if kind == "trades" and _is_num(row["size"]) and row["size"] == 0:
+            out.add((i, "size", "positive_trade_size"))
         if kind == "trades" and row["side"] is not None and row["side"] not in (-1, 0, 1):
             out.add((i, "side", "side_domain"))
         crossable = kind == "quotes" and _is_num(row["bid_px"]) and _is_num(row["ask_px"])
