@@ -27,6 +27,7 @@ __all__ = [
     "check_spec",
     "compute",
     "compute_by_symbol",
+    "feature_parameter",
     "known_features",
 ]
 
@@ -225,6 +226,18 @@ def _resolve(name: str, clock: str) -> tuple[_Entry, Param] | None:
     if entry is None or clock not in entry.clocks:
         return None
     return entry, param
+
+
+def feature_parameter(name: str, clock: str) -> tuple[str, Param]:
+    """The catalogue name and parameter ``name`` stands for on ``clock``: ``("volume",
+    ("ns", 10**9))`` for ``volume_1s``, ``("log_return", 5)`` for ``log_return_5``,
+    ``("volatility", None)`` for the default. Raises :class:`ConfigError` if unknown."""
+    resolved = _resolve(name, clock)
+    if resolved is None:
+        raise ConfigError(f"unknown feature {name!r} for clock {clock!r}")
+    entry, param = resolved
+    base = next(base for base, known in CATALOGUE.items() if known is entry)
+    return base, param
 
 
 def known_features(clock: str) -> tuple[str, ...]:

@@ -34,11 +34,13 @@ from ticktensor.errors import ConfigError
 from ticktensor.schemas import Clock, EventKind, FeatureSpec, LabelSpec, parse_duration_ns
 
 from ._feature_engine import (
+    FIXED_ORDER_VERSION,
     FeatureArrays,
     SymbolFeatures,
     check_spec,
     compute,
     compute_by_symbol,
+    feature_parameter,
     known_features,
 )
 from ._feature_stats import FeatureStatsAccumulator
@@ -46,6 +48,7 @@ from ._feature_stats import FeatureStatsAccumulator
 __all__ = [
     "DEMO_FEATURE_SPEC",
     "FEATURES",
+    "FIXED_ORDER_VERSION",
     "FeatureArrays",
     "FeatureStatsAccumulator",
     "SymbolFeatures",
@@ -56,6 +59,7 @@ __all__ = [
     "default_spec",
     "demo_feature_spec",
     "dump_spec",
+    "feature_parameter",
     "known_features",
     "load_spec",
 ]

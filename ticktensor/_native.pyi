@@ -330,3 +330,134 @@ class SamplePrefetcher:
     @property
     def failed_step(self) -> int:
         """The step whose gather raised, or -1."""
+
+class LiveEngine:
+    """
+    Per-symbol live feature state (see ticktensor.live); not for direct use.
+    """
+
+    def __init__(
+        self,
+        clock: int,
+        ops: Annotated[
+            NDArray[numpy.uint8], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        windows: Annotated[
+            NDArray[numpy.uint8], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        sizes: Annotated[
+            NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        history: int,
+        symbols: int,
+    ) -> None: ...
+    @property
+    def features(self) -> int:
+        """Number of features per row."""
+
+    @property
+    def symbols(self) -> int:
+        """Number of symbols."""
+
+    def add_symbol(self) -> int:
+        """A new symbol; returns its number."""
+
+    def push(
+        self,
+        kind: int,
+        symbol: int,
+        ts: int,
+        a: float,
+        b: float,
+        c: float,
+        d: float,
+        key: int,
+        row: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+    ) -> int:
+        """Take one event; returns its verdict (0: `row` holds a new row)."""
+
+    def push_batch(
+        self,
+        kind: Annotated[
+            NDArray[numpy.uint8], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        symbol: Annotated[
+            NDArray[numpy.uint32], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        ts: Annotated[
+            NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        values: Annotated[
+            NDArray[numpy.float64],
+            dict(shape=(None, None), order="C", device="cpu", writable=False),
+        ],
+        key: Annotated[
+            NDArray[numpy.uint64], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        rows: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order="C", device="cpu")],
+        row_event: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+        verdicts: Annotated[NDArray[numpy.uint8], dict(shape=(None,), order="C", device="cpu")],
+    ) -> int:
+        """
+        Take events in order; returns the number of rows written. The GIL is released.
+        """
+
+    def push_timed(
+        self,
+        kind: Annotated[
+            NDArray[numpy.uint8], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        symbol: Annotated[
+            NDArray[numpy.uint32], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        ts: Annotated[
+            NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        values: Annotated[
+            NDArray[numpy.float64],
+            dict(shape=(None, None), order="C", device="cpu", writable=False),
+        ],
+        key: Annotated[
+            NDArray[numpy.uint64], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        ns: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+    ) -> None:
+        """
+        Take events one by one, writing each push's time in ns. The GIL is released.
+        """
+
+    def counts(self) -> list[int]:
+        """Counts of verdicts so far, by verdict number."""
+
+    def set_counts(self, counts: Sequence[int]) -> None:
+        """Restore the verdict counts."""
+
+    def rows(self, symbol: int) -> int:
+        """Rows emitted for a symbol."""
+
+    def window(
+        self,
+        symbol: int,
+        out: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order="C", device="cpu")],
+    ) -> None:
+        """The symbol's last out.shape[0] rows, oldest first, into `out`."""
+
+    def save(
+        self, symbol: int
+    ) -> tuple[
+        Annotated[NDArray[numpy.int64], dict(shape=(None,))],
+        Annotated[NDArray[numpy.float64], dict(shape=(None,))],
+    ]:
+        """A symbol's state as (int64, float64) words."""
+
+    def load(
+        self,
+        symbol: int,
+        ints: Annotated[
+            NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+        doubles: Annotated[
+            NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
+    ) -> None:
+        """Replace a symbol's state with words from save()."""

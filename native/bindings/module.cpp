@@ -16,6 +16,7 @@ void bind_time_bars(nb::module_& m);
 void bind_mapped_file(nb::module_& m);
 void bind_crc32c(nb::module_& m);
 void bind_sample_prefetcher(nb::module_& m);
+void bind_live_features(nb::module_& m);
 }  // namespace ttpy
 
 NB_MODULE(_native, m) {
@@ -32,4 +33,5 @@ NB_MODULE(_native, m) {
   ttpy::bind_mapped_file(m);
   ttpy::bind_crc32c(m);
   ttpy::bind_sample_prefetcher(m);
+  ttpy::bind_live_features(m);
 }

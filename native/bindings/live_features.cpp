@@ -1,0 +1,231 @@
+// Python binding of tt::live::Engine: events in as numpy columns, feature rows out into
+// caller-allocated arrays, GIL released around the engine's work.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "arrays.hpp"
+#include "ticktensor/errors.hpp"
+#include "ticktensor/live_features.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace ttpy {
+
+namespace {
+
+template <typename T>
+using In = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+template <typename T>
+using In2 = nb::ndarray<const T, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+template <typename T>
+using Out = nb::ndarray<T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+template <typename T>
+using Out2 = nb::ndarray<T, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using Int64Array = nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>>;
+using DoubleArray = nb::ndarray<nb::numpy, double, nb::ndim<1>>;
+
+void expect(const char* name, std::size_t got, std::size_t expected) {
+  if (got != expected) {
+    throw tt::ArgumentError(std::string(name) + ": expected " + std::to_string(expected) +
+                            " items, got " + std::to_string(got));
+  }
+}
+
+// The engine behind one lock: a released GIL lets two Python threads call at once.
+class LiveEngine {
+ public:
+  LiveEngine(std::uint8_t clock, In<std::uint8_t> ops, In<std::uint8_t> windows,
+             In<std::int64_t> sizes, std::size_t history, std::size_t symbols)
+      : engine_(config(clock, ops, windows, sizes, history), symbols) {}
+
+  std::size_t features() const { return engine_.features(); }
+  std::size_t symbols() const { return engine_.symbols(); }
+
+  std::uint32_t add_symbol() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return engine_.add_symbol();
+  }
+
+  std::uint8_t push(std::uint8_t kind, std::uint32_t symbol, std::int64_t ts, double a, double b,
+                    double c, double d, std::uint64_t key, Out<double> row) {
+    expect("row", row.shape(0), engine_.features());
+    const tt::live::Event e{ts, symbol, event_kind(kind), a, b, c, d, key};
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<std::uint8_t>(engine_.push(e, row.data()));
+  }
+
+  std::size_t push_batch(In<std::uint8_t> kind, In<std::uint32_t> symbol, In<std::int64_t> ts,
+                         In2<double> values, In<std::uint64_t> key, Out2<double> rows,
+                         Out<std::int64_t> row_event, Out<std::uint8_t> verdicts) {
+    const std::size_t n = ts.shape(0);
+    check_events(kind, symbol, ts, values, key);
+    expect("rows", rows.shape(0), n);
+    expect("rows' columns", rows.shape(1), engine_.features());
+    expect("row_event", row_event.shape(0), n);
+    expect("verdicts", verdicts.shape(0), n);
+    nb::gil_scoped_release release;
+    const std::vector<tt::live::Event> events = gather(kind, symbol, ts, values, key);
+    std::lock_guard<std::mutex> lock(mutex_);
+    return engine_.push_batch(events.data(), n, rows.data(), row_event.data(),
+                              reinterpret_cast<tt::live::Verdict*>(verdicts.data()));
+  }
+
+  void push_timed(In<std::uint8_t> kind, In<std::uint32_t> symbol, In<std::int64_t> ts,
+                  In2<double> values, In<std::uint64_t> key, Out<std::int64_t> ns) {
+    const std::size_t n = ts.shape(0);
+    check_events(kind, symbol, ts, values, key);
+    expect("ns", ns.shape(0), n);
+    nb::gil_scoped_release release;
+    const std::vector<tt::live::Event> events = gather(kind, symbol, ts, values, key);
+    std::vector<double> row(engine_.features());
+    std::lock_guard<std::mutex> lock(mutex_);
+    tt::live::push_timed(engine_, events.data(), n, ns.data(), row.data());
+  }
+
+  std::vector<std::uint64_t> counts() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto& c = engine_.counts();
+    return {c.begin(), c.end()};
+  }
+
+  void set_counts(const std::vector<std::uint64_t>& counts) {
+    expect("counts", counts.size(), tt::live::kVerdicts);
+    std::array<std::uint64_t, tt::live::kVerdicts> c{};
+    for (std::size_t k = 0; k < c.size(); ++k) c[k] = counts[k];
+    std::lock_guard<std::mutex> lock(mutex_);
+    engine_.set_counts(c);
+  }
+
+  std::int64_t rows(std::uint32_t symbol) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return engine_.rows(symbol);
+  }
+
+  void window(std::uint32_t symbol, Out2<float> out) {
+    expect("out's columns", out.shape(1), engine_.features());
+    std::lock_guard<std::mutex> lock(mutex_);
+    engine_.window(symbol, out.shape(0), out.data());
+  }
+
+  std::tuple<Int64Array, DoubleArray> save(std::uint32_t symbol) {
+    auto* ints = new std::vector<std::int64_t>();
+    auto* doubles = new std::vector<double>();
+    nb::capsule own_ints(
+        ints, [](void* p) noexcept { delete static_cast<std::vector<std::int64_t>*>(p); });
+    nb::capsule own_doubles(doubles,
+                            [](void* p) noexcept { delete static_cast<std::vector<double>*>(p); });
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      engine_.save(symbol, *ints, *doubles);
+    }
+    return {Int64Array(ints->data(), {ints->size()}, own_ints),
+            DoubleArray(doubles->data(), {doubles->size()}, own_doubles)};
+  }
+
+  void load(std::uint32_t symbol, In<std::int64_t> ints, In<double> doubles) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    engine_.load(symbol, ints.data(), ints.shape(0), doubles.data(), doubles.shape(0));
+  }
+
+ private:
+  static tt::live::EventKind event_kind(std::uint8_t kind) {
+    if (kind > 1) {
+      throw tt::ArgumentError("kind: expected 0 (quote) or 1 (trade), got " + std::to_string(kind));
+    }
+    return static_cast<tt::live::EventKind>(kind);
+  }
+
+  static tt::live::Config config(std::uint8_t clock, const In<std::uint8_t>& ops,
+                                 const In<std::uint8_t>& windows, const In<std::int64_t>& sizes,
+                                 std::size_t history) {
+    if (clock > 1) {
+      throw tt::ArgumentError("clock: expected 0 (quotes) or 1 (trades), got " +
+                              std::to_string(clock));
+    }
+    const std::size_t f = ops.shape(0);
+    expect("windows", windows.shape(0), f);
+    expect("sizes", sizes.shape(0), f);
+    tt::live::Config c{static_cast<tt::live::Clock>(clock), {}, history};
+    for (std::size_t j = 0; j < f; ++j) {
+      if (ops.data()[j] > static_cast<std::uint8_t>(tt::live::Op::last_trade_signed_size) ||
+          windows.data()[j] > 2) {
+        throw tt::ArgumentError("feature " + std::to_string(j) + ": unknown op or window");
+      }
+      c.features.push_back({static_cast<tt::live::Op>(ops.data()[j]),
+                            static_cast<tt::live::Window>(windows.data()[j]), sizes.data()[j]});
+    }
+    return c;
+  }
+
+  static void check_events(const In<std::uint8_t>& kind, const In<std::uint32_t>& symbol,
+                           const In<std::int64_t>& ts, const In2<double>& values,
+                           const In<std::uint64_t>& key) {
+    const std::size_t n = ts.shape(0);
+    expect("kind", kind.shape(0), n);
+    expect("symbol", symbol.shape(0), n);
+    expect("values", values.shape(0), n);
+    expect("values' columns", values.shape(1), 4);
+    expect("key", key.shape(0), n);
+    for (std::size_t k = 0; k < n; ++k) event_kind(kind.data()[k]);
+  }
+
+  static std::vector<tt::live::Event> gather(const In<std::uint8_t>& kind,
+                                             const In<std::uint32_t>& symbol,
+                                             const In<std::int64_t>& ts, const In2<double>& values,
+                                             const In<std::uint64_t>& key) {
+    const std::size_t n = ts.shape(0);
+    std::vector<tt::live::Event> events(n);
+    const double* v = values.data();
+    for (std::size_t k = 0; k < n; ++k) {
+      events[k] = {ts.data()[k], symbol.data()[k], static_cast<tt::live::EventKind>(kind.data()[k]),
+                   v[4 * k],     v[4 * k + 1],     v[4 * k + 2],
+                   v[4 * k + 3], key.data()[k]};
+    }
+    return events;
+  }
+
+  tt::live::Engine engine_;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+void bind_live_features(nb::module_& m) {
+  nb::class_<LiveEngine>(m, "LiveEngine",
+                         "Per-symbol live feature state (see ticktensor.live); not for direct use.")
+      .def(nb::init<std::uint8_t, In<std::uint8_t>, In<std::uint8_t>, In<std::int64_t>, std::size_t,
+                    std::size_t>(),
+           "clock"_a, "ops"_a, "windows"_a, "sizes"_a, "history"_a, "symbols"_a)
+      .def_prop_ro("features", &LiveEngine::features, "Number of features per row.")
+      .def_prop_ro("symbols", &LiveEngine::symbols, "Number of symbols.")
+      .def("add_symbol", &LiveEngine::add_symbol, "A new symbol; returns its number.")
+      .def("push", &LiveEngine::push, "kind"_a, "symbol"_a, "ts"_a, "a"_a, "b"_a, "c"_a, "d"_a,
+           "key"_a, "row"_a, "Take one event; returns its verdict (0: `row` holds a new row).")
+      .def("push_batch", &LiveEngine::push_batch, "kind"_a, "symbol"_a, "ts"_a, "values"_a, "key"_a,
+           "rows"_a, "row_event"_a, "verdicts"_a,
+           "Take events in order; returns the number of rows written. The GIL is released.")
+      .def("push_timed", &LiveEngine::push_timed, "kind"_a, "symbol"_a, "ts"_a, "values"_a, "key"_a,
+           "ns"_a, "Take events one by one, writing each push's time in ns. The GIL is released.")
+      .def("counts", &LiveEngine::counts, "Counts of verdicts so far, by verdict number.")
+      .def("set_counts", &LiveEngine::set_counts, "counts"_a, "Restore the verdict counts.")
+      .def("rows", &LiveEngine::rows, "symbol"_a, "Rows emitted for a symbol.")
+      .def("window", &LiveEngine::window, "symbol"_a, "out"_a,
+           "The symbol's last out.shape[0] rows, oldest first, into `out`.")
+      .def("save", &LiveEngine::save, "symbol"_a, "A symbol's state as (int64, float64) words.")
+      .def("load", &LiveEngine::load, "symbol"_a, "ints"_a, "doubles"_a,
+           "Replace a symbol's state with words from save().");
+}
+
+}  // namespace ttpy

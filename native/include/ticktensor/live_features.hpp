@@ -1,0 +1,171 @@
+// Live features: per-symbol state that turns quotes and trades, pushed one at a time or in
+// batches, into the feature rows ingest stores, bit for bit (docs/live.md). Plain C++: no
+// Python; embed it by linking ticktensor_core.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tt::live {
+
+// The kinds of events the engine takes.
+enum class EventKind : std::uint8_t { quote = 0, trade = 1 };
+
+// One event. Quotes: a = bid_px, b = ask_px, c = bid_sz, d = ask_sz. Trades: a = price,
+// b = size, c = side (-1, 0, +1), d unused. NaN stands for a null (an absent price).
+// `key` tells apart events equal in every other field (a sequence number or a hash of the
+// columns the features do not read): two events of one kind, symbol and time are
+// duplicates when their values and keys are all equal.
+struct Event {
+  std::int64_t ts;
+  std::uint32_t symbol;
+  EventKind kind;
+  double a, b, c, d;
+  std::uint64_t key;
+};
+
+// Why an event was refused (ingest's quarantine rules; `late` because a row already emitted
+// cannot take an event stamped before it).
+enum class Verdict : std::uint8_t {
+  row = 0,        // accepted; it gave a feature row
+  joined = 1,     // accepted; it updates the state rows read (no row of its own)
+  late = 2,       // stamped before the symbol's latest accepted event
+  duplicate = 3,  // equal to an accepted event of its kind, symbol and time
+  not_null = 4,   // a required field is null (trades: price, size, side)
+  finite = 5,     // a price or size is infinite
+  positive_price = 6,
+  non_negative_size = 7,
+  side_domain = 8,
+  crossed_book = 9,
+  unknown_symbol = 10,
+};
+inline constexpr std::size_t kVerdicts = 11;
+
+enum class Clock : std::uint8_t { quotes = 0, trades = 1 };
+
+// The formula of a feature (docs/features.md); the parameter is in FeatureOp.
+enum class Op : std::uint8_t {
+  mid,
+  bid_px,
+  ask_px,
+  price,
+  spread,
+  spread_bps,
+  imbalance,
+  log1p_bid_sz,
+  log1p_ask_sz,
+  ret,          // px[i] / px[i-N] - 1
+  log_ret,      // log(px[i] / px[i-N])
+  mid_log_ret,  // log(mid[i] / mid[i-1])
+  volatility,   // sqrt of the last N squared 1-row log returns, added oldest first
+  volume,       // trade quantities over a window (unit, size)
+  dollar_volume,
+  trade_count,
+  signed_volume,
+  vwap_distance,
+  time_of_day,
+  last_trade_signed_size,
+};
+
+// A trade window: the row's own interval, the last N rows, or the last `size` ns.
+enum class Window : std::uint8_t { own = 0, rows = 1, ns = 2 };
+
+struct FeatureOp {
+  Op op;
+  Window window;      // trade quantities and vwap_distance only
+  std::int64_t size;  // N for ret/log_ret/volatility and row windows; ns for time windows
+};
+
+struct Config {
+  Clock clock;
+  std::vector<FeatureOp> features;
+  std::size_t history;  // float32 rows kept per symbol for windows (0: none)
+};
+
+// The state of one symbol: everything a row needs from the symbol's past events.
+struct SymbolState {
+  std::int64_t last_ts;                        // latest accepted event (INT64_MIN: none)
+  std::int64_t rows;                           // rows emitted
+  std::int64_t trades;                         // trades accepted
+  double bid, ask, bid_sz, ask_sz;             // the last quote (NaN: none yet or null)
+  double last_signed;                          // side * size of the last trade (0 before any)
+  std::array<double, 4> cum;                   // volume, dollar volume, trade count, signed volume
+  std::vector<double> px;                      // ring of the last rows' prices (returns)
+  double prev_mid;                             // the previous row's mid (mid_log_return)
+  std::vector<double> squares;                 // ring of the last rows' squared log returns
+  std::vector<std::array<double, 4>> row_cum;  // ring of cum as of the last rows
+  // Trades (quotes clock) or rows (trades clock) of the time windows, oldest first from
+  // `mark_head`; per time window the next mark not yet passed and the cum as of it.
+  std::vector<std::int64_t> mark_ts;
+  std::vector<std::array<double, 4>> mark_cum;
+  std::size_t mark_head;
+  std::vector<std::size_t> passed;
+  std::vector<std::array<double, 4>> base;
+  // Events at `last_ts`, per kind, for the duplicate rule: values and key.
+  std::array<std::vector<std::array<double, 5>>, 2> at_last_ts;
+  std::vector<float> history;  // ring of the last `history` rows, float32
+};
+
+class Engine {
+ public:
+  explicit Engine(Config config, std::size_t symbols = 0);
+
+  const Config& config() const noexcept { return config_; }
+  std::size_t features() const noexcept { return config_.features.size(); }
+  std::size_t symbols() const noexcept { return states_.size(); }
+
+  // A new symbol with no events yet; returns its number.
+  std::uint32_t add_symbol();
+
+  // Take one event; on Verdict::row, `row` (features() doubles) holds its feature row.
+  Verdict push(const Event& event, double* row);
+
+  // Take `n` events in order: rows go to `rows` (n * features() doubles at most, row after
+  // row), the event each row came from to `row_event`, every event's verdict to
+  // `verdicts`. Returns the number of rows.
+  std::size_t push_batch(const Event* events, std::size_t n, double* rows, std::int64_t* row_event,
+                         Verdict* verdicts);
+
+  // Counts of verdicts so far, by Verdict value.
+  const std::array<std::uint64_t, kVerdicts>& counts() const noexcept { return counts_; }
+
+  // The last `w` rows of `symbol` (w <= history, w <= rows so far), oldest first, into `out`.
+  void window(std::uint32_t symbol, std::size_t w, float* out) const;
+  std::int64_t rows(std::uint32_t symbol) const;
+
+  // The state of `symbol` as plain words (int64 and float64), and back; the layout is
+  // private to this version of the engine (the config must match).
+  void save(std::uint32_t symbol, std::vector<std::int64_t>& ints,
+            std::vector<double>& doubles) const;
+  void load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_ints,
+            const double* doubles, std::size_t n_doubles);
+  void set_counts(const std::array<std::uint64_t, kVerdicts>& counts) { counts_ = counts; }
+
+ private:
+  Verdict check(const Event& e, SymbolState& s) const;
+  void take_trade(const Event& e, SymbolState& s);
+  void compute_row(const Event& e, SymbolState& s, double* row);
+  void pass_marks(SymbolState& s, std::int64_t ts);
+  std::array<double, 4> window_sum(const SymbolState& s, const FeatureOp& f, std::size_t slot,
+                                   const std::array<double, 4>& own) const;
+  SymbolState fresh() const;
+
+  Config config_;
+  std::vector<SymbolState> states_;
+  std::array<std::uint64_t, kVerdicts> counts_{};
+  // Sizes derived from the config.
+  std::size_t px_ring_ = 0;                 // max N of ret/log_ret, + 1
+  std::size_t square_ring_ = 0;             // max N of volatility
+  std::size_t row_ring_ = 0;                // max N of row windows, + 1
+  std::vector<std::int64_t> durations_;     // distinct time windows
+  std::vector<std::size_t> duration_slot_;  // per feature: its time window's slot
+  std::int64_t longest_ = 0;
+};
+
+// Push `n` events one by one through Engine::push, writing each push's wall time in ns
+// (steady clock) to `ns`; `row` takes each row (features() doubles). For latency figures.
+void push_timed(Engine& engine, const Event* events, std::size_t n, std::int64_t* ns, double* row);
+
+}  // namespace tt::live

@@ -1,0 +1,437 @@
+// Live features: the per-symbol state machine behind ticktensor.live. Every formula repeats
+// the batch side's operations in the batch side's order (ingest/_feature_engine.py), so each
+// value is the same double; keep this file compiled without floating-point contraction.
+#include "ticktensor/live_features.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "ticktensor/errors.hpp"
+
+namespace tt::live {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr std::int64_t kNsPerDay = 86'400LL * 1'000'000'000LL;
+constexpr std::size_t kVolume = 0, kDollar = 1, kCount = 2, kSigned = 3;
+
+bool is_trade_quantity(Op op) {
+  return op == Op::volume || op == Op::dollar_volume || op == Op::trade_count ||
+         op == Op::signed_volume || op == Op::vwap_distance;
+}
+
+// polars' fill_null(1.0) on px / px.shift(n): NaN stands for null here (validated prices
+// are finite and positive, so a NaN ratio comes only from a null price).
+double filled_ratio(double num, double den) {
+  const double r = num / den;
+  return std::isnan(r) ? 1.0 : r;
+}
+
+// when(den == 0).then(0).otherwise(num / den)
+double ratio_or_zero(double num, double den) { return den == 0.0 ? 0.0 : num / den; }
+
+bool same(double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); }
+
+std::size_t slot(std::int64_t row, std::size_t size) {
+  return static_cast<std::size_t>(row % static_cast<std::int64_t>(size));
+}
+
+}  // namespace
+
+Engine::Engine(Config config, std::size_t symbols) : config_(std::move(config)) {
+  std::size_t returns = 0, volatility = 0, row_window = 0;
+  for (const FeatureOp& f : config_.features) {
+    if ((f.op == Op::ret || f.op == Op::log_ret || f.op == Op::volatility) && f.size < 1) {
+      throw ArgumentError("live features: a row count must be >= 1, got " + std::to_string(f.size));
+    }
+    if (f.op == Op::ret || f.op == Op::log_ret) {
+      returns = std::max(returns, static_cast<std::size_t>(f.size));
+    } else if (f.op == Op::volatility) {
+      returns = std::max<std::size_t>(returns, 1);
+      volatility = std::max(volatility, static_cast<std::size_t>(f.size));
+    }
+    std::size_t at = 0;
+    if (is_trade_quantity(f.op) && f.window != Window::own) {
+      if (f.size < 1) {
+        throw ArgumentError("live features: a window must be >= 1, got " + std::to_string(f.size));
+      }
+      if (f.window == Window::rows) {
+        row_window = std::max(row_window, static_cast<std::size_t>(f.size));
+      } else {
+        auto found = std::find(durations_.begin(), durations_.end(), f.size);
+        at = static_cast<std::size_t>(found - durations_.begin());
+        if (found == durations_.end()) durations_.push_back(f.size);
+        longest_ = std::max(longest_, f.size);
+      }
+    }
+    duration_slot_.push_back(at);
+  }
+  px_ring_ = returns + 1;
+  square_ring_ = volatility;
+  row_ring_ = row_window + 1;
+  states_.assign(symbols, fresh());
+}
+
+SymbolState Engine::fresh() const {
+  SymbolState s;
+  s.last_ts = std::numeric_limits<std::int64_t>::min();
+  s.rows = 0;
+  s.trades = 0;
+  s.bid = s.ask = s.bid_sz = s.ask_sz = kNaN;
+  s.last_signed = 0.0;
+  s.cum = {0.0, 0.0, 0.0, 0.0};
+  s.px.assign(px_ring_, 0.0);
+  s.prev_mid = kNaN;
+  s.squares.assign(square_ring_, 0.0);
+  s.row_cum.assign(row_ring_, {0.0, 0.0, 0.0, 0.0});
+  s.mark_head = 0;
+  s.passed.assign(durations_.size(), 0);
+  s.base.assign(durations_.size(), {0.0, 0.0, 0.0, 0.0});
+  s.history.assign(config_.history * config_.features.size(), 0.0f);
+  return s;
+}
+
+std::uint32_t Engine::add_symbol() {
+  states_.push_back(fresh());
+  return static_cast<std::uint32_t>(states_.size() - 1);
+}
+
+Verdict Engine::check(const Event& e, SymbolState& s) const {
+  if (e.kind == EventKind::quote) {
+    for (double v : {e.a, e.b, e.c, e.d}) {
+      if (std::isinf(v)) return Verdict::finite;
+    }
+    if (e.a <= 0.0 || e.b <= 0.0) return Verdict::positive_price;
+    if (e.c < 0.0 || e.d < 0.0) return Verdict::non_negative_size;
+    if (e.a > e.b) return Verdict::crossed_book;
+  } else {
+    if (std::isnan(e.a) || std::isnan(e.b) || std::isnan(e.c)) return Verdict::not_null;
+    if (std::isinf(e.a) || std::isinf(e.b)) return Verdict::finite;
+    if (e.a <= 0.0) return Verdict::positive_price;
+    if (e.b < 0.0) return Verdict::non_negative_size;
+    if (e.c != -1.0 && e.c != 0.0 && e.c != 1.0) return Verdict::side_domain;
+  }
+  if (e.ts < s.last_ts) return Verdict::late;
+  const auto kind = static_cast<std::size_t>(e.kind);
+  if (e.ts == s.last_ts) {
+    for (const auto& seen : s.at_last_ts[kind]) {
+      if (same(seen[0], e.a) && same(seen[1], e.b) && same(seen[2], e.c) && same(seen[3], e.d) &&
+          std::memcmp(&seen[4], &e.key, sizeof(double)) == 0) {
+        return Verdict::duplicate;
+      }
+    }
+  } else {
+    s.at_last_ts[0].clear();
+    s.at_last_ts[1].clear();
+    s.last_ts = e.ts;
+  }
+  double key = 0.0;
+  std::memcpy(&key, &e.key, sizeof(double));
+  s.at_last_ts[kind].push_back({e.a, e.b, e.c, e.d, key});
+  return e.kind == EventKind::quote
+             ? (config_.clock == Clock::quotes ? Verdict::row : Verdict::joined)
+             : (config_.clock == Clock::trades ? Verdict::row : Verdict::joined);
+}
+
+void Engine::take_trade(const Event& e, SymbolState& s) {
+  const double quantities[4] = {e.b, e.a * e.b, 1.0, e.c * e.b};
+  for (std::size_t q = 0; q < 4; ++q) s.cum[q] = s.cum[q] + quantities[q];
+  s.last_signed = quantities[kSigned];
+  ++s.trades;
+  if (durations_.empty()) return;
+  // Marks every time window has passed are no longer read: drop them now and then.
+  const std::size_t oldest = *std::min_element(s.passed.begin(), s.passed.end());
+  if (oldest > 1024 && oldest * 2 > s.mark_ts.size()) {
+    const auto drop = static_cast<std::ptrdiff_t>(oldest);
+    s.mark_ts.erase(s.mark_ts.begin(), s.mark_ts.begin() + drop);
+    s.mark_cum.erase(s.mark_cum.begin(), s.mark_cum.begin() + drop);
+    for (std::size_t& p : s.passed) p -= oldest;
+  }
+  s.mark_ts.push_back(e.ts);
+  s.mark_cum.push_back(s.cum);
+}
+
+void Engine::pass_marks(SymbolState& s, std::int64_t ts) {
+  for (std::size_t k = 0; k < durations_.size(); ++k) {
+    // The as-of join at ts - d: the cum of the last mark stamped at or before it.
+    const std::int64_t edge = ts - durations_[k];
+    std::size_t p = s.passed[k];
+    while (p < s.mark_ts.size() && s.mark_ts[p] <= edge) {
+      s.base[k] = s.mark_cum[p];
+      ++p;
+    }
+    s.passed[k] = p;
+  }
+}
+
+std::array<double, 4> Engine::window_sum(const SymbolState& s, const FeatureOp& f, std::size_t at,
+                                         const std::array<double, 4>& own) const {
+  std::array<double, 4> out{};
+  const bool own_window = f.window == Window::own || (f.window == Window::rows && f.size == 1);
+  if (own_window) return own;
+  const std::array<double, 4> zero{0.0, 0.0, 0.0, 0.0};
+  const std::array<double, 4>* before = &zero;
+  if (f.window == Window::rows) {
+    if (s.rows >= f.size) before = &s.row_cum[slot(s.rows - f.size, row_ring_)];
+  } else {
+    before = &s.base[at];
+  }
+  for (std::size_t q = 0; q < 4; ++q) out[q] = s.cum[q] - (*before)[q];
+  return out;
+}
+
+void Engine::compute_row(const Event& e, SymbolState& s, double* row) {
+  const bool quotes = config_.clock == Clock::quotes;
+  const std::int64_t i = s.rows;
+  const double mid = (s.bid + s.ask) / 2;
+  const double px = quotes ? mid : e.a;
+  // The row's own trade quantities: the quotes clock's interval since the previous row,
+  // the trades clock's trade itself.
+  std::array<double, 4> own;
+  if (quotes) {
+    const std::array<double, 4> zero{0.0, 0.0, 0.0, 0.0};
+    const auto& prev = i > 0 ? s.row_cum[slot(i - 1, row_ring_)] : zero;
+    for (std::size_t q = 0; q < 4; ++q) own[q] = s.cum[q] - prev[q];
+  } else {
+    own = {e.b, e.a * e.b, 1.0, e.c * e.b};
+  }
+  s.px[slot(i, px_ring_)] = px;
+  s.row_cum[slot(i, row_ring_)] = s.cum;
+  pass_marks(s, e.ts);
+  double log_ret_1 = 0.0;
+  if (square_ring_ > 0) {
+    const double ratio = i >= 1 ? filled_ratio(px, s.px[slot(i - 1, px_ring_)]) : 1.0;
+    log_ret_1 = std::log(ratio);
+    s.squares[slot(i, square_ring_)] = log_ret_1 * log_ret_1;
+  }
+  const std::size_t n = config_.features.size();
+  for (std::size_t j = 0; j < n; ++j) {
+    const FeatureOp& f = config_.features[j];
+    double v = kNaN;
+    switch (f.op) {
+      case Op::mid:
+        v = mid;
+        break;
+      case Op::bid_px:
+        v = s.bid;
+        break;
+      case Op::ask_px:
+        v = s.ask;
+        break;
+      case Op::price:
+        v = e.a;
+        break;
+      case Op::spread:
+        v = s.ask - s.bid;
+        break;
+      case Op::spread_bps:
+        v = (s.ask - s.bid) / mid * 1e4;
+        break;
+      case Op::imbalance:
+        v = ratio_or_zero(s.bid_sz - s.ask_sz, s.bid_sz + s.ask_sz);
+        break;
+      case Op::log1p_bid_sz:
+        v = std::log1p(s.bid_sz);
+        break;
+      case Op::log1p_ask_sz:
+        v = std::log1p(s.ask_sz);
+        break;
+      case Op::ret:
+      case Op::log_ret: {
+        const double ratio = i >= f.size ? filled_ratio(px, s.px[slot(i - f.size, px_ring_)]) : 1.0;
+        v = f.op == Op::ret ? ratio - 1.0 : std::log(ratio);
+        break;
+      }
+      case Op::mid_log_ret:
+        v = std::log(i >= 1 ? filled_ratio(mid, s.prev_mid) : 1.0);
+        break;
+      case Op::volatility: {
+        // 0 + r2[i-N+1] + ... + r2[i], oldest first; rows before the first add 0.
+        double total = 0.0;
+        const auto size = static_cast<std::int64_t>(square_ring_);
+        for (std::int64_t k = f.size - 1; k >= 0; --k) {
+          total = total + (i >= k ? s.squares[slot(i - k + size, square_ring_)] : 0.0);
+        }
+        v = std::sqrt(total);
+        break;
+      }
+      case Op::volume:
+      case Op::dollar_volume:
+      case Op::trade_count:
+      case Op::signed_volume: {
+        const std::size_t q = static_cast<std::size_t>(f.op) - static_cast<std::size_t>(Op::volume);
+        v = window_sum(s, f, duration_slot_[j], own)[q];
+        break;
+      }
+      case Op::vwap_distance: {
+        const auto w = window_sum(s, f, duration_slot_[j], own);
+        v = w[kDollar] == 0.0 ? 0.0 : px * w[kVolume] / w[kDollar] - 1.0;
+        break;
+      }
+      case Op::time_of_day:
+        v = static_cast<double>(e.ts % kNsPerDay) / static_cast<double>(kNsPerDay);
+        break;
+      case Op::last_trade_signed_size:
+        v = quotes ? s.last_signed : e.c * e.b;
+        break;
+    }
+    row[j] = v;
+  }
+  s.prev_mid = mid;
+  if (config_.history > 0) {
+    float* out = s.history.data() + slot(i, config_.history) * n;
+    for (std::size_t j = 0; j < n; ++j) out[j] = static_cast<float>(row[j]);
+  }
+  ++s.rows;
+}
+
+Verdict Engine::push(const Event& e, double* row) {
+  if (e.symbol >= states_.size()) {
+    ++counts_[static_cast<std::size_t>(Verdict::unknown_symbol)];
+    return Verdict::unknown_symbol;
+  }
+  SymbolState& s = states_[e.symbol];
+  const Verdict verdict = check(e, s);
+  ++counts_[static_cast<std::size_t>(verdict)];
+  if (verdict != Verdict::row && verdict != Verdict::joined) return verdict;
+  if (e.kind == EventKind::quote) {
+    s.bid = e.a;
+    s.ask = e.b;
+    s.bid_sz = e.c;
+    s.ask_sz = e.d;
+  } else {
+    take_trade(e, s);
+  }
+  if (verdict == Verdict::row) compute_row(e, s, row);
+  return verdict;
+}
+
+std::size_t Engine::push_batch(const Event* events, std::size_t n, double* rows,
+                               std::int64_t* row_event, Verdict* verdicts) {
+  const std::size_t f = features();
+  std::size_t m = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const Verdict v = push(events[k], rows + m * f);
+    verdicts[k] = v;
+    if (v == Verdict::row) row_event[m++] = static_cast<std::int64_t>(k);
+  }
+  return m;
+}
+
+std::int64_t Engine::rows(std::uint32_t symbol) const {
+  if (symbol >= states_.size()) throw IndexError("symbol " + std::to_string(symbol) + " unknown");
+  return states_[symbol].rows;
+}
+
+void Engine::window(std::uint32_t symbol, std::size_t w, float* out) const {
+  const std::int64_t have = rows(symbol);
+  if (w > config_.history || static_cast<std::int64_t>(w) > have) {
+    throw IndexError("window of " + std::to_string(w) + " rows: symbol " + std::to_string(symbol) +
+                     " has " + std::to_string(have) + " rows and the engine keeps " +
+                     std::to_string(config_.history));
+  }
+  const std::size_t f = features();
+  const SymbolState& s = states_[symbol];
+  for (std::size_t r = 0; r < w; ++r) {
+    const std::int64_t row = have - static_cast<std::int64_t>(w - r);
+    std::memcpy(out + r * f, s.history.data() + slot(row, config_.history) * f, f * sizeof(float));
+  }
+}
+
+void Engine::save(std::uint32_t symbol, std::vector<std::int64_t>& ints,
+                  std::vector<double>& doubles) const {
+  rows(symbol);  // checks the number
+  const SymbolState& s = states_[symbol];
+  const std::size_t head =
+      s.passed.empty() ? s.mark_ts.size() : *std::min_element(s.passed.begin(), s.passed.end());
+  ints = {s.last_ts,
+          s.rows,
+          s.trades,
+          static_cast<std::int64_t>(s.mark_ts.size() - head),
+          static_cast<std::int64_t>(s.at_last_ts[0].size()),
+          static_cast<std::int64_t>(s.at_last_ts[1].size())};
+  for (std::size_t p : s.passed) ints.push_back(static_cast<std::int64_t>(p - head));
+  ints.insert(ints.end(), s.mark_ts.begin() + static_cast<std::ptrdiff_t>(head), s.mark_ts.end());
+  doubles = {s.bid, s.ask, s.bid_sz, s.ask_sz, s.last_signed, s.prev_mid};
+  doubles.insert(doubles.end(), s.cum.begin(), s.cum.end());
+  doubles.insert(doubles.end(), s.px.begin(), s.px.end());
+  doubles.insert(doubles.end(), s.squares.begin(), s.squares.end());
+  auto put = [&doubles](const auto& begin, const auto& end) {
+    for (auto it = begin; it != end; ++it) doubles.insert(doubles.end(), it->begin(), it->end());
+  };
+  put(s.row_cum.begin(), s.row_cum.end());
+  put(s.mark_cum.begin() + static_cast<std::ptrdiff_t>(head), s.mark_cum.end());
+  put(s.base.begin(), s.base.end());
+  put(s.at_last_ts[0].begin(), s.at_last_ts[0].end());
+  put(s.at_last_ts[1].begin(), s.at_last_ts[1].end());
+  doubles.insert(doubles.end(), s.history.begin(), s.history.end());
+}
+
+void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_ints,
+                  const double* doubles, std::size_t n_doubles) {
+  rows(symbol);
+  const std::size_t k = durations_.size();
+  auto fail = [symbol](const std::string& what) {
+    throw ArgumentError("live state of symbol " + std::to_string(symbol) + ": " + what +
+                        " (a state saved by an engine of another spec?)");
+  };
+  if (n_ints < 6 + k) fail("too few int64 words");
+  const auto marks = static_cast<std::size_t>(ints[3]);
+  const auto at0 = static_cast<std::size_t>(ints[4]);
+  const auto at1 = static_cast<std::size_t>(ints[5]);
+  if (n_ints != 6 + k + marks) fail("expected " + std::to_string(6 + k + marks) + " int64 words");
+  const std::size_t expected = 10 + px_ring_ + square_ring_ + 4 * (row_ring_ + marks + k) +
+                               5 * (at0 + at1) + config_.history * features();
+  if (n_doubles != expected) fail("expected " + std::to_string(expected) + " float64 words");
+  SymbolState s = fresh();
+  s.last_ts = ints[0];
+  s.rows = ints[1];
+  s.trades = ints[2];
+  for (std::size_t j = 0; j < k; ++j) {
+    s.passed[j] = static_cast<std::size_t>(ints[6 + j]);
+    if (s.passed[j] > marks) fail("a time window passed more marks than it holds");
+  }
+  s.mark_ts.assign(ints + 6 + k, ints + 6 + k + marks);
+  const double* d = doubles;
+  s.bid = *d++;
+  s.ask = *d++;
+  s.bid_sz = *d++;
+  s.ask_sz = *d++;
+  s.last_signed = *d++;
+  s.prev_mid = *d++;
+  for (double& c : s.cum) c = *d++;
+  for (double& v : s.px) v = *d++;
+  for (double& v : s.squares) v = *d++;
+  auto take4 = [&d](std::array<double, 4>& a) {
+    for (double& v : a) v = *d++;
+  };
+  for (auto& a : s.row_cum) take4(a);
+  s.mark_cum.resize(marks);
+  for (auto& a : s.mark_cum) take4(a);
+  for (auto& a : s.base) take4(a);
+  for (std::size_t kind = 0; kind < 2; ++kind) {
+    s.at_last_ts[kind].resize(kind == 0 ? at0 : at1);
+    for (auto& a : s.at_last_ts[kind]) {
+      for (double& v : a) v = *d++;
+    }
+  }
+  for (float& v : s.history) v = static_cast<float>(*d++);
+  states_[symbol] = std::move(s);
+}
+
+void push_timed(Engine& engine, const Event* events, std::size_t n, std::int64_t* ns, double* row) {
+  using clock = std::chrono::steady_clock;
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto start = clock::now();
+    engine.push(events[k], row);
+    ns[k] = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - start).count();
+  }
+}
+
+}  // namespace tt::live

@@ -1,0 +1,24 @@
+"""Live features: the store's feature rows computed tick by tick, bit for bit.
+
+:class:`LiveEngine` takes a :class:`~ticktensor.schemas.FeatureSpec` (the one a store was
+built with) and turns quotes and trades, pushed one at a time or in batches, into the
+rows ingest would store for them, with per-symbol state in the native core. See
+``docs/live.md`` for the parity contract.
+"""
+
+from ._engine import LiveEngine, LiveRows
+from ._events import EventBatch, Quote, Trade, batch_of_tables
+from ._plan import CLOCKS
+from ._verdicts import REFUSALS, Verdict
+
+__all__ = [
+    "CLOCKS",
+    "REFUSALS",
+    "EventBatch",
+    "LiveEngine",
+    "LiveRows",
+    "Quote",
+    "Trade",
+    "Verdict",
+    "batch_of_tables",
+]

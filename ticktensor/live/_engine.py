@@ -1,0 +1,243 @@
+"""The live feature engine: a feature spec's rows computed tick by tick, per symbol."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from ticktensor import _native
+from ticktensor.errors import ConfigError
+from ticktensor.schemas import EventKind, FeatureSpec
+from ticktensor.store import FeatureStats
+
+from ._events import QUOTE, TRADE, EventBatch, Quote, Trade, batch_of_tables
+from ._plan import plan_of
+from ._verdicts import Verdict
+
+__all__ = ["LiveEngine", "LiveRows"]
+
+_STATE_FORMAT = "ticktensor.live.state/1"
+
+
+class LiveRows(NamedTuple):
+    """The rows a batch of events gave, in event order."""
+
+    symbol: tuple[str, ...]
+    """Each row's symbol."""
+    ts: npt.NDArray[np.int64]
+    """Each row's time (its event's ``ts``)."""
+    values: npt.NDArray[np.float32]
+    """``[m, F]`` as the store holds them."""
+    values64: npt.NDArray[np.float64]
+    """``[m, F]`` before the cast to float32."""
+    event: npt.NDArray[np.int64]
+    """The index of each row's event in the batch."""
+    verdicts: npt.NDArray[np.uint8]
+    """Every event's :class:`Verdict`."""
+
+
+def _scale(stats: FeatureStats, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean, std)`` float32 as ``WindowDataset(normalize=True)`` applies them."""
+    missing = [n for n in names if n not in stats.names]
+    if missing:
+        raise ConfigError(f"the statistics lack feature(s) {missing}")
+    pos = [stats.names.index(n) for n in names]
+    mean = np.array([stats.mean[p] for p in pos], dtype=np.float32)
+    std = np.array([stats.std[p] for p in pos], dtype=np.float32)
+    std = np.where(np.isfinite(std) & (std > 0), std, np.float32(1)).astype(np.float32)
+    return mean, std
+
+
+class LiveEngine:
+    """Features of ``spec`` computed event by event, equal bit for bit to what ingest stores.
+
+    Parameters
+    ----------
+    spec
+        The feature spec the store was built with (clocks ``quotes`` and ``trades``).
+    symbols
+        Symbols known from the start; others are added when their first event comes.
+    history
+        Rows kept per symbol for :meth:`window` (0: none).
+    stats
+        The store's feature statistics, for normalized windows.
+
+    Examples
+    --------
+    >>> from ticktensor.schemas import FeatureSpec
+    >>> engine = LiveEngine(FeatureSpec(("mid", "spread_bps", "volume_1s")), history=4)
+    >>> engine.push(Trade("X", 1_000, price=10.0, size=2.0, side=1)) is None
+    True
+    >>> engine.push(Quote("X", 2_000, 9.99, 10.01, 5.0, 7.0)).tolist()
+    [10.0, 20.0, 2.0]
+    """
+
+    def __init__(
+        self,
+        spec: FeatureSpec,
+        symbols: Iterable[str] = (),
+        *,
+        history: int = 0,
+        stats: FeatureStats | None = None,
+    ) -> None:
+        if history < 0:
+            raise ConfigError(f"history must be >= 0 rows, got {history}")
+        self.spec = spec
+        self.history = int(history)
+        self.stats = stats
+        self._scale = None if stats is None else _scale(stats, spec.features)
+        plan = plan_of(spec)
+        self._native = _native.LiveEngine(
+            plan.clock, plan.ops, plan.windows, plan.sizes, self.history, 0
+        )
+        self._symbols: dict[str, int] = {}
+        for name in symbols:
+            self.symbol_id(name)
+        self._row = np.empty(len(spec.features), dtype=np.float64)
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        """The known symbols, by number."""
+        return tuple(self._symbols)
+
+    def symbol_id(self, name: str) -> int:
+        """The engine's number of ``name``, added if new."""
+        number = self._symbols.get(name)
+        if number is None:
+            number = self._symbols[name] = int(self._native.add_symbol())
+        return number
+
+    def push(self, event: Quote | Trade) -> npt.NDArray[np.float32] | None:
+        """Take one event; its feature row (float32) if it gave one, else None.
+
+        A refused event changes nothing; :meth:`counts` counts it by rule.
+        """
+        kind = QUOTE if isinstance(event, Quote) else TRADE
+        a, b, c, d = event.values()
+        verdict = self._native.push(
+            kind, self.symbol_id(event.symbol), event.ts, a, b, c, d, event.key, self._row
+        )
+        return self._row.astype(np.float32) if verdict == Verdict.ROW else None
+
+    def push_batch(self, batch: EventBatch) -> LiveRows:
+        """Take a batch of events in order (one native call, the GIL released)."""
+        ids = np.fromiter(
+            (self.symbol_id(s) for s in batch.symbols), dtype=np.uint32, count=len(batch.symbols)
+        )
+        n = len(batch)
+        rows = np.empty((n, len(self.spec.features)), dtype=np.float64)
+        event = np.empty(n, dtype=np.int64)
+        verdicts = np.empty(n, dtype=np.uint8)
+        symbol = ids[batch.symbol] if ids.size else batch.symbol
+        m = self._native.push_batch(
+            np.ascontiguousarray(batch.kind, dtype=np.uint8),
+            np.ascontiguousarray(symbol, dtype=np.uint32),
+            np.ascontiguousarray(batch.ts, dtype=np.int64),
+            np.ascontiguousarray(batch.values, dtype=np.float64),
+            np.ascontiguousarray(batch.key, dtype=np.uint64),
+            rows,
+            event,
+            verdicts,
+        )
+        event = event[:m]
+        with np.errstate(over="ignore"):
+            values = rows[:m].astype(np.float32)
+        names = np.asarray(batch.symbols, dtype=object)[batch.symbol[event]]
+        return LiveRows(tuple(names), batch.ts[event], values, rows[:m], event, verdicts)
+
+    def replay(self, events: Mapping[EventKind, pa.Table]) -> LiveRows:
+        """Replay canonical quote and trade tables (a stored session's, or a reader's)
+        in the order of :func:`~ticktensor.live.batch_of_tables`."""
+        return self.push_batch(batch_of_tables(events, self.spec.clock))
+
+    def counts(self) -> dict[str, int]:
+        """How many events got each verdict so far, by verdict name (lower case)."""
+        counts = self._native.counts()
+        return {v.name.lower(): int(counts[v]) for v in Verdict}
+
+    def rows(self, symbol: str) -> int:
+        """Rows emitted for ``symbol`` so far."""
+        return int(self._native.rows(self.symbol_id(symbol)))
+
+    def window(self, symbol: str, window: int, *, normalize: bool = False) -> np.ndarray:
+        """The last ``window`` rows of ``symbol``, ``[W, F]`` float32, oldest first: the
+        window ``WindowDataset`` cuts ending at the latest row (``normalize``: minus the
+        statistics' mean, divided by their std, as ``WindowDataset(normalize=True)``)."""
+        out = np.empty((window, len(self.spec.features)), dtype=np.float32)
+        self._native.window(self.symbol_id(symbol), out)
+        if normalize:
+            if self._scale is None:
+                raise ConfigError("normalize=True needs the store's statistics (stats=...)")
+            out -= self._scale[0]
+            out /= self._scale[1]
+        return out
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything the engine holds, as plain numpy arrays (no pickle): save it with
+        ``np.savez`` and restore with :meth:`from_state` (``np.load(allow_pickle=False)``)."""
+        ints, floats = [], []
+        for number in self._symbols.values():
+            i, f = self._native.save(number)
+            ints.append(i)
+            floats.append(f)
+        meta = {
+            "format": _STATE_FORMAT,
+            "spec": self.spec.to_dict(),
+            "history": self.history,
+            "symbols": list(self._symbols),
+            "counts": [int(c) for c in self._native.counts()],
+        }
+        state: dict[str, np.ndarray] = {
+            "meta": np.array(json.dumps(meta)),
+            "int_offsets": np.cumsum([0, *(i.size for i in ints)], dtype=np.int64),
+            "ints": np.concatenate([np.empty(0, np.int64), *ints]),
+            "float_offsets": np.cumsum([0, *(f.size for f in floats)], dtype=np.int64),
+            "floats": np.concatenate([np.empty(0, np.float64), *floats]),
+        }
+        if self.stats is not None:
+            stats = self.stats
+            state |= {
+                "stats_names": np.array(stats.names, dtype=str),
+                "stats_mean": np.array(stats.mean, dtype=np.float64),
+                "stats_std": np.array(stats.std, dtype=np.float64),
+                "stats_count_period": np.array([stats.count, *stats.period], dtype=np.int64),
+            }
+        return state
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> LiveEngine:
+        """An engine that continues exactly where the one that saved ``state`` stood."""
+        meta = json.loads(str(state["meta"][()]))
+        if meta.get("format") != _STATE_FORMAT:
+            raise ConfigError(f"not a live engine state: format {meta.get('format')!r}")
+        stats = None
+        if "stats_names" in state:
+            count, start, end = (int(x) for x in state["stats_count_period"])
+            stats = FeatureStats(
+                tuple(str(n) for n in state["stats_names"]),
+                tuple(float(x) for x in state["stats_mean"]),
+                tuple(float(x) for x in state["stats_std"]),
+                count,
+                (start, end),
+            )
+        engine = cls(
+            FeatureSpec.from_dict(meta["spec"]),
+            meta["symbols"],
+            history=int(meta["history"]),
+            stats=stats,
+        )
+        ints, floats = state["ints"], state["floats"]
+        io, fo = state["int_offsets"], state["float_offsets"]
+        for k, number in enumerate(engine._symbols.values()):
+            engine._native.load(
+                number,
+                np.ascontiguousarray(ints[io[k] : io[k + 1]], dtype=np.int64),
+                np.ascontiguousarray(floats[fo[k] : fo[k + 1]], dtype=np.float64),
+            )
+        engine._native.set_counts(meta["counts"])
+        return engine
