@@ -275,7 +275,9 @@ void Engine::compute_row(const Event& e, SymbolState& s, double* row) {
         break;
       }
       case Op::time_of_day:
-        v = static_cast<double>(e.ts % kNsPerDay) / static_cast<double>(kNsPerDay);
+        // polars divides an integer column by an integer literal as a multiplication by
+        // the literal's reciprocal.
+        v = static_cast<double>(e.ts % kNsPerDay) * (1.0 / static_cast<double>(kNsPerDay));
         break;
       case Op::last_trade_signed_size:
         v = quotes ? s.last_signed : e.c * e.b;

@@ -9,6 +9,7 @@ rows ingest would store for them, with per-symbol state in the native core. See
 from ._engine import LiveEngine, LiveRows
 from ._events import EventBatch, Quote, Trade, batch_of_tables
 from ._plan import CLOCKS
+from ._replay import session_events, spec_of
 from ._verdicts import REFUSALS, Verdict
 
 __all__ = [
@@ -21,4 +22,6 @@ __all__ = [
     "Trade",
     "Verdict",
     "batch_of_tables",
+    "session_events",
+    "spec_of",
 ]

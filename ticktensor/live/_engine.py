@@ -13,10 +13,11 @@ import pyarrow as pa
 from ticktensor import _native
 from ticktensor.errors import ConfigError
 from ticktensor.schemas import EventKind, FeatureSpec
-from ticktensor.store import FeatureStats
+from ticktensor.store import FeatureStats, StoreVersion
 
 from ._events import QUOTE, TRADE, EventBatch, Quote, Trade, batch_of_tables
 from ._plan import plan_of
+from ._replay import spec_of
 from ._verdicts import Verdict
 
 __all__ = ["LiveEngine", "LiveRows"]
@@ -99,6 +100,11 @@ class LiveEngine:
         for name in symbols:
             self.symbol_id(name)
         self._row = np.empty(len(spec.features), dtype=np.float64)
+
+    @classmethod
+    def for_version(cls, version: StoreVersion, *, history: int = 0) -> LiveEngine:
+        """An engine for the spec and statistics ``version`` was built with."""
+        return cls(spec_of(version), version.symbols, history=history, stats=version.stats)
 
     @property
     def symbols(self) -> tuple[str, ...]:
