@@ -9,8 +9,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pytest
 
-from ticktensor.ingest import SyntheticMarket, generate_day
-from ticktensor.ingest import _feature_engine
+from ticktensor.ingest import SyntheticMarket, _feature_engine, generate_day
 from ticktensor.ingest.features import SymbolFeatures, compute_session_features
 from ticktensor.live import LiveRows
 from ticktensor.schemas import EventKind, FeatureSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ticktensor.live import LiveEngine, Verdict
+from ticktensor.live import LiveEngine, Quote, Trade, Verdict, batch_of_tables
 
 from .conftest import assert_bits_equal, batch_reference, by_symbol, live_spec, market
 
@@ -28,9 +28,7 @@ def test_replay_equals_stored_rows_of_a_generated_session(
     assert counts["row"] + counts["joined"] == len(rows.verdicts)
 
 
-def test_one_push_at_a_time_equals_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ticktensor.live import Quote, Trade, batch_of_tables
-
+def test_one_push_at_a_time_equals_the_batch() -> None:
     events = market(("A", "B"), quotes=400, trades=150)
     spec = live_spec("quotes")
     batch = batch_of_tables(events, "quotes")
