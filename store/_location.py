@@ -21,6 +21,14 @@ from zarr.storage import FsspecStore, LocalStore
 
 from ticktensor.errors import StoreCorruptError, StoreError, TickTensorError
 
+from ._nofollow import (
+    SymlinkError,
+    find_link,
+    open_below,
+    open_folder,
+    regular_files,
+    unlink_below,
+)
 from ._object_errors import object_store_error
 
 __all__ = ["Location", "check_relative", "safe_component", "start_writeback"]
@@ -123,33 +131,19 @@ class Location:
         """The filesystem path of ``rel`` (a ``/``-separated path inside the store)."""
         return f"{self.root}/{rel}" if rel else self.root
 
-    def check_inside(self, rel: str) -> None:
-        """On a local store, refuse ``rel`` when a symlink leads it outside the store root.
+    def refuse_links(self, rel: str, *, below: bool = False, where: str | None = None) -> None:
+        """On a local store, refuse ``rel`` when it or a folder on its way from the root
+        is a symlink (with ``below``, when anything inside the folder ``rel`` is one).
 
-        Raises :class:`~ticktensor.errors.StoreCorruptError` naming the path.
+        A store holds plain files in plain folders, so nothing read, written or removed
+        leads out of it. Raises :class:`~ticktensor.errors.StoreCorruptError` naming the
+        link (and ``where``). Object stores have no links.
         """
         if not self.is_local:
             return
-        root = os.path.realpath(self.root)
-        real = os.path.realpath(self.path(rel))
-        if real != root and not real.startswith(root.rstrip("/") + "/"):
-            raise StoreCorruptError(
-                f"{self.display(rel)}: resolves to {real}, outside the store root {root} "
-                "(a symlink?; rule: store_relative_path)"
-            )
-
-    def find_links(self, rel: str) -> list[str]:
-        """Symlinks at or below ``rel`` on a local store (relative to the store root)."""
-        if not self.is_local:
-            return []
-        top = self.path(rel)
-        found = [rel] if os.path.islink(top) else []
-        for base, dirs, files in os.walk(top):
-            for name in dirs + files:
-                full = os.path.join(base, name)
-                if os.path.islink(full):
-                    found.append(os.path.relpath(full, self.root))
-        return found
+        link = find_link(self.root, rel, below=below)
+        if link is not None:
+            raise SymlinkError(self.root, link, where)
 
     def display(self, rel: str) -> str:
         """``rel`` as a URL a user can paste (used in error messages)."""
@@ -160,10 +154,36 @@ class Location:
         with self.talking():
             return bool(self.fs.exists(self.path(rel)))
 
-    def read_bytes(self, rel: str) -> bytes:
+    def read_bytes(self, rel: str, *, limit: int | None = None) -> bytes:
+        """The bytes of ``rel``; a local file is opened without following links.
+
+        With ``limit``, a file larger than ``limit`` bytes is a
+        :class:`~ticktensor.errors.StoreCorruptError` before it is read (a local file's
+        size is looked up first; an object store reads at most ``limit + 1`` bytes), so
+        a document of absurd size never reaches memory or a parser.
+        """
+        if self.is_local:
+            fd = open_below(self.root, rel, os.O_RDONLY)
+            with open(fd, "rb", closefd=True) as f:
+                if limit is not None:
+                    self._check_size(rel, os.fstat(fd).st_size, limit)
+                return f.read()
         with self.talking():
-            data: bytes = self.fs.cat_file(self.path(rel))
+            if limit is None:
+                data: bytes = self.fs.cat_file(self.path(rel))
+            else:
+                data = self.fs.cat_file(self.path(rel), start=0, end=limit + 1)
+                self._check_size(rel, len(data), limit)
         return data
+
+    def _check_size(self, rel: str, size: int, limit: int) -> None:
+        if size > limit:
+            shown = f"{size:,}" if self.is_local else f"more than {limit:,}"
+            raise StoreCorruptError(
+                f"{self.display(rel)}: {shown} bytes; a file of this kind holds at most "
+                f"{limit:,}, so it is not read (rule: document_size)",
+                [(rel, "too large")],
+            )
 
     def read_range(self, rel: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``rel`` (one ranged request on an object store)."""
@@ -176,7 +196,13 @@ class Location:
             return int(self.fs.size(self.path(rel)))
 
     def find(self, rel: str) -> list[str]:
-        """Every file below ``rel``, as sorted paths relative to ``rel``."""
+        """Every file below ``rel``, as sorted paths relative to ``rel``.
+
+        On a local store only regular files count and no link is followed: a symlink
+        below ``rel`` (or on its way) is a :class:`~ticktensor.errors.StoreCorruptError`.
+        """
+        if self.is_local:
+            return sorted(name for name, _ in regular_files(self.root, rel))
         base = self.path(rel).rstrip("/") + "/"
         with self.talking():
             found = self.fs.find(self.path(rel))
@@ -228,20 +254,35 @@ class Location:
         if exists and self.exists(rel):
             if not self._holds(rel, os.path.getsize(self.path(src)), sha256):
                 raise self._other_bytes(rel)
-            os.unlink(self.path(src))
+            unlink_below(self.root, src)
             return False
-        target = self.path(rel)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with self.writing(rel):
-            os.replace(self.path(src), target)
+        self.refuse_links(src)  # this writer's own file: its path is checked, then moved
+        folder, _, name = rel.rpartition("/")
+        with self.writing(rel), self._folder(folder) as to:
+            os.replace(self.path(src), name, dst_dir_fd=to)
         return True
 
+    @contextlib.contextmanager
+    def _folder(self, rel: str, *, create: bool = True) -> Iterator[int]:
+        """A descriptor of the local folder ``rel``, opened (and made) following no link."""
+        fd = open_folder(self.root, rel, create=create)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
     def remove_tree(self, rel: str) -> None:
+        """Remove the folder ``rel`` and everything in it (never through a link)."""
+        if self.is_local:
+            self.refuse_links(rel)  # rmtree itself neither follows nor removes inner links
         if self.exists(rel):
             with self.talking():
                 self.fs.rm(self.path(rel), recursive=True)
 
     def makedirs(self, rel: str) -> None:
+        if self.is_local:
+            with self._folder(rel):
+                return
         with self.talking():
             self.fs.makedirs(self.path(rel), exist_ok=True)
 
@@ -278,21 +319,34 @@ class Location:
             with self.talking():
                 self.fs.pipe_file(self.path(rel), b"".join(parts))
             return
-        target = self.path(rel)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.tmp-{uuid.uuid4().hex}"
-        try:
-            with self.writing(rel), open(tmp, "wb") as f:
-                f.writelines(parts)  # no joined copy of a shard's chunks
-                f.flush()
+        with self._new_file(rel, durable=durable) as f:
+            f.writelines(parts)  # no joined copy of a shard's chunks
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+
+    @contextlib.contextmanager
+    def _new_file(self, rel: str, *, durable: bool = False) -> Iterator[Any]:
+        """A new local temporary file beside ``rel``, renamed over ``rel`` when the block
+        ends without an error (the rename made durable with ``durable``), else removed.
+
+        The folders on the way are opened (and made) without following links, and the
+        temporary file is created exclusively (``O_EXCL | O_NOFOLLOW``): nothing that
+        was planted under its name is written through.
+        """
+        folder, _, name = rel.rpartition("/")
+        tmp = f"{name}.tmp-{uuid.uuid4().hex}"
+        with self.writing(rel), self._folder(folder) as at:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                with open(os.open(tmp, flags, 0o644, dir_fd=at), "wb", closefd=True) as f:
+                    yield f
+                os.replace(tmp, name, src_dir_fd=at, dst_dir_fd=at)
                 if durable:
-                    os.fsync(f.fileno())
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        if durable:
-            _fsync_dir(os.path.dirname(target))
+                    os.fsync(at)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp, dir_fd=at)
 
     def flush(self) -> None:
         """Make every file written to this store so far durable, renames included.
@@ -336,15 +390,8 @@ class Location:
             with self.talking():
                 f.close()
             return
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.tmp-{uuid.uuid4().hex}"
-        try:
-            with self.writing(rel), open(tmp, "wb") as f:
-                yield f
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with self._new_file(rel) as f:
+            yield f
 
     @contextlib.contextmanager
     def writing(self, rel: str) -> Iterator[None]:
@@ -373,14 +420,14 @@ class Location:
         """Serialize writers on a local store with an exclusive ``flock``.
 
         Object stores have no portable lock; there the commit relies on the
-        version check done under this (no-op) lock, see docs/store-format.md.
+        version check done under this (no-op) lock, see docs/store-format.md. A symlink
+        at ``rel`` or on its way is a :class:`~ticktensor.errors.StoreCorruptError`.
         """
         if not self.is_local:
             yield
             return
-        target = self.path(rel)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
+        # No link is followed: a dangling ``.lock`` link must not create its target.
+        fd = open_below(self.root, rel, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -427,11 +474,3 @@ def start_writeback(fd: int) -> None:
     """
     if _SYNC_FILE_RANGE is not None:
         _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

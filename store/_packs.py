@@ -418,13 +418,7 @@ def recorded_chunk_hashes(location: Location, record: PackRecord, array: str) ->
 
 def check_pack_folder(location: Location, record: PackRecord) -> None:
     """The pack's folder must stay inside the store and hold no symlink (local stores)."""
-    location.check_inside(record.path)
-    links = location.find_links(record.path)
-    if links:
-        raise StoreCorruptError(
-            f"pack {record.session} ({location.display(record.path)}): {links[0]} is a "
-            "symlink; a store holds plain files only (rule: store_relative_path)"
-        )
+    location.refuse_links(record.path, below=True, where=f"pack {record.session}")
 
 
 def open_pack(

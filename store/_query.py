@@ -41,7 +41,7 @@ def _local_paths(version: StoreVersion, records: tuple[TableRecord, ...]) -> lis
     """Paths of ``records`` on a local store, refusing a symlink that leads outside it."""
     location = version.location
     for record in records:
-        location.check_inside(record.path)
+        location.refuse_links(record.path)
     return [location.path(t.path) for t in records]
 
 

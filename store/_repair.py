@@ -8,6 +8,12 @@ checkpoint, temporary ``*.tmp-*`` files, a job's ``staging/`` folder. They are h
 (0 to the latest) refers to, and temporary files of interrupted atomic writes at the
 root; :func:`repair` removes those older than a grace period, so that files a running
 job has written but not yet committed are left alone.
+
+Nothing outside the store is touched: on a local store an area, or a folder or file in
+it, that is a symlink stops the repair before anything is removed
+(:class:`~ticktensor.errors.StoreCorruptError` naming it), and only regular files in
+plain folders are removed, each through its folder's descriptor (no link is followed
+between the check and the removal).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass, field
 from ._history import checkpoint_path, entry_path
 from ._location import Location
 from ._manifest import Manifest
+from ._nofollow import unlink_below
 
 __all__ = ["RepairReport", "find_orphans", "repair"]
 
@@ -60,11 +67,21 @@ def referenced_files(manifests: Iterable[Manifest]) -> set[str]:
 
 
 def find_orphans(location: Location, manifests: Iterable[Manifest]) -> tuple[list[str], int]:
-    """Unreferenced files below the managed areas, and how many files are referenced."""
+    """Unreferenced files below the managed areas, and how many files are referenced.
+
+    Raises :class:`~ticktensor.errors.StoreCorruptError` naming a symlink met on a local
+    store (an area, or anything in one: :meth:`Location.find`).
+    """
     keep = referenced_files(manifests)
-    root = location.root.rstrip("/") + "/"
-    top = [str(location.fs._strip_protocol(p)) for p in location.fs.ls(location.root, detail=False)]
-    orphans = [p[len(root) :] for p in top if p.startswith(root) and ".tmp-" in p[len(root) :]]
+    if location.is_local:
+        top = [name for name, _ in _files_at_root(location)]
+    else:
+        root = location.root.rstrip("/") + "/"
+        listed = location.fs.ls(location.root, detail=False)
+        top = [
+            p[len(root) :] for p in map(location.fs._strip_protocol, listed) if p.startswith(root)
+        ]
+    orphans = [name for name in top if ".tmp-" in name]
     for area in AREAS:
         if location.exists(area):
             orphans += [f"{area}/{rel}" for rel in location.find(area)]
@@ -87,21 +104,48 @@ def repair(
     report = RepairReport(version=manifests[-1].version, referenced=referenced, dry_run=dry_run)
     now = time.time()
     for rel in orphans:
-        path = location.path(rel)
-        try:
-            info = location.fs.info(path)
-        except FileNotFoundError:
+        found = _stat(location, rel)
+        if found is None:
             continue
-        mtime = _mtime(info)
+        mtime, size = found
         if grace_s > 0 and (mtime is None or now - mtime < grace_s):
             report.too_young.append(rel)
             continue
-        report.removed.append((rel, int(info.get("size") or 0)))
-        if not dry_run:
-            location.fs.rm_file(path)
+        report.removed.append((rel, size))
+        if dry_run:
+            continue
+        if location.is_local:
+            unlink_below(location.root, rel)  # a regular file in plain folders, or nothing
+        else:
+            location.fs.rm_file(location.path(rel))
     if not dry_run:
         _remove_empty_dirs(location)
     return report
+
+
+def _files_at_root(location: Location) -> list[tuple[str, os.stat_result]]:
+    """The regular files directly in a local store's root (no link is followed)."""
+    with os.scandir(location.root) as entries:
+        return [
+            (e.name, e.stat(follow_symlinks=False))
+            for e in entries
+            if e.is_file(follow_symlinks=False)
+        ]
+
+
+def _stat(location: Location, rel: str) -> tuple[float | None, int] | None:
+    """The modification time and size of ``rel`` (local: its ``lstat``); ``None`` if gone."""
+    if location.is_local:
+        try:
+            info = os.lstat(location.path(rel))
+        except FileNotFoundError:
+            return None
+        return info.st_mtime, info.st_size
+    try:
+        found = location.fs.info(location.path(rel))
+    except FileNotFoundError:
+        return None
+    return _mtime(found), int(found.get("size") or 0)
 
 
 def _mtime(info: dict[str, object]) -> float | None:
@@ -118,6 +162,6 @@ def _remove_empty_dirs(location: Location) -> None:
         return
     for area in AREAS:
         top = location.path(area)
-        for base, _dirs, _files in os.walk(top, topdown=False):
-            if base != top and not os.listdir(base):
+        for base, _dirs, _files in os.walk(top, topdown=False):  # never into a link
+            if base != top and not os.path.islink(base) and not os.listdir(base):
                 os.rmdir(base)

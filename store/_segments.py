@@ -405,13 +405,7 @@ def check_segment_content(
 
 def refuse_links(location: Location, rel: str, where: str) -> None:
     """A folder of the store (``rel``) must hold plain files only, no symlinks."""
-    location.check_inside(rel)
-    links = location.find_links(rel)
-    if links:
-        raise StoreCorruptError(
-            f"{where}: {links[0]} is a symlink; a store holds plain files only "
-            "(rule: store_relative_path)"
-        )
+    location.refuse_links(rel, below=True, where=where)
 
 
 def _checked_file(location: Location, record: SegmentRecord, key: str, where: str) -> bytes | None:

@@ -246,7 +246,7 @@ def read_table(location: Location, record: TableRecord) -> pa.Table:
     where = (
         f"{record.kind} table {record.symbol}/{record.session} ({location.display(record.path)})"
     )
-    location.check_inside(record.path)
+    location.refuse_links(record.path)
     try:
         data = location.read_bytes(record.path)
     except FileNotFoundError as exc:

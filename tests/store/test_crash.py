@@ -55,7 +55,7 @@ CHILD = textwrap.dedent(
     _location.Location.write_atomic = write_atomic
 
     orig_replace = os.replace
-    def replace(src, dst):
+    def replace(src, dst, **folders):  # names in folders opened without following links
         global writes
         if ".writing-" in str(src):  # a shard a local pack wrote as it went, moved in
             writes += 1
@@ -65,7 +65,7 @@ CHILD = textwrap.dedent(
             die()
         if crash_at == "rename" and str(dst).endswith("latest.json"):
             die()
-        return orig_replace(src, dst)
+        return orig_replace(src, dst, **folders)
     os.replace = replace
 
     from ticktensor.store import _pack_writer
