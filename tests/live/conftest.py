@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import numpy as np
@@ -33,6 +34,7 @@ def live_spec(clock: str) -> FeatureSpec:
     return FeatureSpec(FEATURES[clock], version=2, clock=clock)  # type: ignore[arg-type]
 
 
+@functools.cache
 def market(symbols: tuple[str, ...] = ("A", "B", "C"), quotes: int = 3000, trades: int = 800,
            seed: int = 7) -> dict[EventKind, pa.Table]:  # fmt: skip
     m = SyntheticMarket(symbols=symbols, quotes_per_day=quotes, trades_per_day=trades, seed=seed)
