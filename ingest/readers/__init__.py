@@ -19,6 +19,7 @@ from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
 
 from ._base import REJECT_SCHEMA, CsvFormat, EventBatch, Inference, Reader, ReadOptions
+from ._dbn_metadata import dbz_message, is_dbz
 from ._layout_hints import layout_hint
 from ._names import book_update_columns, kind_from_columns
 from .arrow import ArrowReader
@@ -125,6 +126,8 @@ def detect(source: Input) -> Reader:
         available), suggesting ``--format``.
     """
     head = source.head()
+    if is_dbz(head) or source.name.lower().endswith((".dbz", ".dbz.zst")):
+        raise ConfigError(dbz_message(source.url))
     name = _by_content(head) or _by_name(source.name, head)
     if name is None:
         for candidate, reader in READERS.items():

@@ -12,7 +12,15 @@ import numpy.typing as npt
 
 from ticktensor.errors import ConfigError, InputError
 
-__all__ = ["MAX_METADATA_BYTES", "Metadata", "cstr", "metadata_symbols", "read_metadata"]
+__all__ = [
+    "MAX_METADATA_BYTES",
+    "Metadata",
+    "cstr",
+    "dbz_message",
+    "is_dbz",
+    "metadata_symbols",
+    "read_metadata",
+]
 
 #: Largest metadata header accepted (symbol mappings of a whole venue fit many times over).
 MAX_METADATA_BYTES = 64 << 20
@@ -47,9 +55,30 @@ def _date_ns(yyyymmdd: int) -> int:
     return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) * 10**9
 
 
+def is_dbz(head: bytes) -> bool:
+    """Whether ``head`` starts a legacy DBZ file: a Zstandard skippable frame (magic
+    0x184D2A50-0x184D2A5F) whose payload starts with ``DBZ``."""
+    if len(head) < 11:
+        return False
+    magic = int.from_bytes(head[:4], "little")
+    return 0x184D2A50 <= magic <= 0x184D2A5F and head[8:11] == b"DBZ"
+
+
+def dbz_message(url: str) -> str:
+    """The refusal of a DBZ file, with the way to DBN."""
+    return (
+        f"{url}: a legacy Databento DBZ file (the format DBN replaced in 2023), which "
+        "ticktensor does not read; upgrade it to DBN with databento's converter, the `dbn` "
+        "command of dbn-cli (`cargo install dbn-cli`; `dbn FILE.dbz --dbn --output "
+        "FILE.dbn.zst`, see `dbn --help`), then ingest the .dbn.zst file"
+    )
+
+
 def read_metadata(stream: IO[bytes], url: str) -> Metadata:
     """Parse the metadata header (DBN v1, v2 and v3 share all but the reserved tail)."""
     prelude = stream.read(8)
+    if prelude[:3] != b"DBN" and is_dbz(prelude + stream.read(4)):
+        raise ConfigError(dbz_message(url))
     if len(prelude) < 8 or prelude[:3] != b"DBN":
         raise ConfigError(f"{url}: not a DBN file (starts with {prelude[:8]!r})")
     version, (length,) = prelude[3], struct.unpack("<I", prelude[4:8])

@@ -16,10 +16,12 @@ __all__ = [
     "INT64_MAX",
     "LAYOUTS",
     "RTYPE_SCHEMAS",
+    "SAMPLED",
     "UINT64_MAX",
     "Layout",
     "record_dtype",
     "records_table",
+    "venues",
 ]
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -28,7 +30,8 @@ _PRICE_SCALE = 1e9
 _OHLCV_NS = {"ohlcv-1s": 10**9, "ohlcv-1m": 60 * 10**9, "ohlcv-1h": 3600 * 10**9}
 _OHLCV_NS["ohlcv-1d"] = 86400 * 10**9
 
-_HEADER = [("length", "u1", 0), ("rtype", "u1", 1), ("instrument_id", "<u4", 4)]
+_HEADER = [("length", "u1", 0), ("rtype", "u1", 1), ("publisher_id", "<u2", 2)]
+_HEADER += [("instrument_id", "<u4", 4)]
 _HEADER += [("ts_event", "<u8", 8)]
 _LEVEL = np.dtype(
     {
@@ -56,6 +59,33 @@ _MBO += [("sequence", "<u4", 52)]
 _CTRADE = [f for f in _TRADE if f[0] != "sequence"]
 _OHLCV = [(name, "<i8", 16 + 8 * i) for i, name in enumerate(("open", "high", "low", "close"))]
 _OHLCV += [("volume", "<u8", 48)]
+
+
+#: Schemas sampled at fixed intervals: a record's time is its sample time, ``ts_recv``
+#: (DBN's ``ts_event`` there is the last book update before it, undefined when none).
+SAMPLED = frozenset({"bbo-1s", "bbo-1m", "cbbo-1s", "cbbo-1m"})
+#: OPRA's publishers (DBN ``publisher_id`` 20-37, in order): each exchange's MIC.
+_OPRA_VENUES = (
+    "AMXO", "XBOX", "XCBO", "EMLD", "EDGO", "GMNI", "XISX", "MCRY", "XMIO", "ARCO", "OPRA",
+    "MPRL", "XNDQ", "XBXO", "C2OX", "XPHL", "BATO", "MXOP",
+)  # fmt: skip
+_OPRA_FIRST = 20
+
+
+def venues(rec: npt.NDArray[Any], dataset: str) -> pa.Array:
+    """The ``venue`` of each record: the dataset, except in OPRA, whose records of one
+    instrument and time come from several exchanges: there the publisher's MIC (a record
+    of an unknown publisher: ``dataset:publisher_id``), so that they stay apart."""
+    n = len(rec)
+    if not dataset.startswith("OPRA") or "publisher_id" not in (rec.dtype.names or ()):
+        return pa.array([dataset] * n, type=pa.string())
+    ids, inverse = np.unique(rec["publisher_id"].astype(np.int64), return_inverse=True)
+    known = range(_OPRA_FIRST, _OPRA_FIRST + len(_OPRA_VENUES))
+    labels = [
+        _OPRA_VENUES[i - _OPRA_FIRST] if i in known else f"{dataset}:{i}" for i in ids.tolist()
+    ]
+    codes = pa.array(inverse.astype(np.int32).reshape(-1))
+    return pa.DictionaryArray.from_arrays(codes, pa.array(labels, pa.string())).cast(pa.string())
 
 
 @dataclass(frozen=True)
@@ -144,12 +174,12 @@ def records_table(
     """Records of DBN ``schema`` (decoded by :func:`record_dtype`) as columns of ``kind``
     (not yet cast: :func:`~ticktensor.schemas.cast_columns` does that)."""
     layout = LAYOUTS[schema]
-    ts_event = rec["ts_event"]
+    ts_event = rec["ts_recv"] if schema in SAMPLED else rec["ts_event"]
     cols: dict[str, Any] = {"ts_event": _ts(ts_event)}
     if kind is not EventKind.OHLCV:
         cols["ts_recv"] = _ts(rec["ts_recv"])
     cols["symbol"] = symbols
-    cols["venue"] = pa.array([dataset] * len(rec), type=pa.string())
+    cols["venue"] = venues(rec, dataset)
     if kind is EventKind.OHLCV:
         interval = _OHLCV_NS[schema]
         cols["interval_ns"] = np.full(len(rec), interval, dtype=np.int64)

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from ticktensor.schemas import EventKind
 
-from ._dbn_records import INT64_MAX, LAYOUTS, RTYPE_SCHEMAS, Layout, records_table
+from ._dbn_records import INT64_MAX, LAYOUTS, RTYPE_SCHEMAS, Layout, records_table, venues
 
 __all__ = ["INSTRUMENT_CLASSES", "STAT_TYPES", "decode_records", "layout_of", "rtype_schema"]
 
@@ -216,7 +216,7 @@ def decode_records(
         "ts_event": _ts(rec["ts_event"]),
         "ts_recv": _ts(rec["ts_recv"]),
         "symbol": symbols,
-        "venue": pa.array([dataset] * len(rec), type=pa.string()),
+        "venue": venues(rec, dataset),
     }
     cols |= _definitions(rec) if kind is EventKind.DEFINITIONS else _statistics(rec)
     return pa.table(cols)

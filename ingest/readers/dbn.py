@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import IO, Any
 
 import numpy as np
@@ -11,12 +12,18 @@ import pyarrow as pa
 
 from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
-from ticktensor.ingest.readers._base import REJECT_SCHEMA, EventBatch, Reader, ReadOptions
+from ticktensor.ingest.readers._base import (
+    REJECT_SCHEMA,
+    EventBatch,
+    Inference,
+    Reader,
+    ReadOptions,
+)
 from ticktensor.schemas import EventKind, cast_columns, schema_for
 
 from ._dbn_metadata import Metadata, metadata_symbols, read_metadata
 from ._dbn_mixed import split_mixed
-from ._dbn_records import LAYOUTS, Layout, record_dtype
+from ._dbn_records import LAYOUTS, SAMPLED, Layout, record_dtype
 from ._dbn_reference import decode_records, layout_of
 
 __all__ = ["DbnReader"]
@@ -63,7 +70,11 @@ class DbnReader(Reader):
                     f"{source.url}: requested kind {kind.value!r} but the DBN schema is "
                     f"{meta.schema!r}, which maps to {', '.join(k.value for k in layout.kinds)}"
                 )
-            yield from self._records(stream, source.url, meta, layout, kind, options)
+            batches = self._records(stream, source.url, meta, layout, kind, options)
+            notes = _notes(meta)
+            for batch in batches:
+                yield replace(batch, inference=Inference({}, notes)) if notes else batch
+                notes = ()
 
     def _records(
         self,
@@ -125,3 +136,18 @@ class DbnReader(Reader):
         table = decode_records(records, meta.schema or "", kind, meta.dataset, symbols)
         rows = np.arange(before + 1, before + 1 + len(records), dtype=np.int64)
         return EventBatch(kind, cast_columns(table, kind), rows)
+
+
+def _notes(meta: Metadata) -> tuple[str, ...]:
+    """What the report says of how a whole-schema file's records were placed in time
+    and venue, where that is not the plain reading."""
+    notes: list[str] = []
+    if meta.schema in SAMPLED:
+        notes.append(
+            f"{meta.schema}: top of book sampled at fixed intervals: ts_event and ts_recv "
+            "are the sample time (DBN ts_recv); DBN's ts_event, the last book update "
+            "before the sample (undefined when there was none), is not stored"
+        )
+    if meta.dataset.startswith("OPRA"):
+        notes.append("venue: the publishing exchange's MIC (OPRA records are per publisher)")
+    return tuple(notes)

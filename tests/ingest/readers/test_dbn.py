@@ -81,7 +81,10 @@ def _side(record: Any) -> int:
 
 
 def _expected(metadata: Any, rec: Any, kind: EventKind) -> dict[str, Any]:
-    row: dict[str, Any] = {"ts_event": rec.ts_event, "symbol": _symbol(metadata, rec)}
+    # Sampled schemas are on the sample time, ts_recv (ts_event: the last book update).
+    sampled = str(metadata.schema) in ("bbo-1s", "bbo-1m", "cbbo-1s", "cbbo-1m")
+    ts_event = rec.ts_recv if sampled else rec.ts_event
+    row: dict[str, Any] = {"ts_event": ts_event, "symbol": _symbol(metadata, rec)}
     row["venue"] = metadata.dataset
     if kind is EventKind.OHLCV:
         row |= {k: getattr(rec, k) / 1e9 for k in ("open", "high", "low", "close")}

@@ -78,7 +78,9 @@ def test_consolidated_top_of_book_as_quotes(tmp_path: Path, schema: str) -> None
     bid_sz = [None if r.bid_px_00 == UNDEF else float(r.bid_sz_00) for r in theirs]
     assert table.column("bid_sz").to_pylist() == bid_sz
     assert table.column("ask_sz").to_pylist() == [float(r.ask_sz_00) for r in theirs]
-    assert table.column("ts_event").cast(pa.int64()).to_pylist() == [r.ts_event for r in theirs]
+    # cbbo samples are on their sample time, ts_recv; the other schemas on ts_event.
+    times = [r.ts_recv if schema.startswith("cbbo") else r.ts_event for r in theirs]
+    assert table.column("ts_event").cast(pa.int64()).to_pylist() == times
     assert table.column("ts_recv").cast(pa.int64()).to_pylist() == [r.ts_recv for r in theirs]
     assert set(table.column("symbol").to_pylist()) == {"AAPL  240816C00220000"}
     # Consolidated levels carry publisher ids, not order counts; records no sequence.
