@@ -10,10 +10,10 @@ subset and normalization.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, overload
 
@@ -23,12 +23,12 @@ import zarr
 
 from ticktensor._memory import fresh_buffer
 from ticktensor.errors import StoreCorruptError
-from ticktensor.kernels import map_file
 from ticktensor.store import (
     PackRecord,
     SegmentRecord,
     StoredChunk,
     StoreVersion,
+    check_chunk,
     decode_chunk,
 )
 
@@ -47,11 +47,10 @@ Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 Bytes = npt.NDArray[np.uint8]
 Stored = bytes | Bytes
-"""A chunk's stored bytes: read from fsspec, or a read-only mapping of a local file."""
+"""A chunk's stored bytes: read from fsspec, or read from a local file into a buffer."""
 Record = SegmentRecord | PackRecord
 """What a source's rows are stored in: a segment (one symbol) or a pack (a session)."""
 
-_EMPTY: Final = np.empty(0, dtype=np.uint8)
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -466,14 +465,16 @@ class LoadTimes:
 class ChunkLoader:
     """Loads one stored chunk as a C-contiguous float32 ``[stored_rows, features]`` array.
 
-    Raw chunks of a local store are memory-mapped (read-only): a segment's chunk file with
-    readahead advice, a pack's byte range by mapping its shard without touching any page
-    outside the range (the kernel is asked to read just the range ahead). Other chunks are
-    read (local files mapped too, other fsspec URLs with one request each, ranged for a
-    pack) and decoded, into a recycled buffer when the caller passes one (fresh memory
-    costs a page fault per 4 KiB, which on a VM is as slow as decoding). Then the selected
-    feature columns are kept and the normalization applied, never writing into a mapped
-    file. Every step that can take long releases the GIL, so loads run in parallel threads.
+    A chunk's stored bytes are read once per load (a local file with ``pread``, into the
+    caller's buffer for a raw chunk; other fsspec URLs with one request each, ranged for a
+    pack), checked against what the store recorded for them (:func:`check_chunk`: the
+    CRC-32C, or with ``verify`` the sha256), and decoded, into a recycled buffer when the
+    caller passes one (fresh memory costs a page fault per 4 KiB, which on a VM is as slow
+    as decoding). Then the selected feature columns are kept and the normalization
+    applied. Nothing is memory-mapped: a file cut short by another process while chunks
+    are in use is an error naming it when a read comes short, never a SIGBUS, and a loaded
+    chunk is private memory that no change of the file can alter. Every step that can take
+    long releases the GIL, so loads run in parallel threads.
 
     Parameters
     ----------
@@ -484,8 +485,8 @@ class ChunkLoader:
     scale
         ``(mean, std)`` per kept column to apply, or ``None``.
     verify
-        Hash every chunk's stored bytes and compare with the recorded sha256 (a segment's
-        manifest, a pack's ``chunk_sha256``).
+        Check every chunk against its recorded sha256 (a segment's manifest, a pack's
+        ``chunk_sha256``) instead of its CRC-32C.
     """
 
     def __init__(
@@ -501,14 +502,20 @@ class ChunkLoader:
         self._scale = scale
         self._verify = verify
         self._arrays: dict[tuple[str, str], zarr.Array[Any]] = {}
+        self._scratch = threading.local()  # each thread's buffer for compressed bytes
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_arrays"] = {}  # zarr arrays are opened again where needed
+        del state["_scratch"]
         return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._scratch = threading.local()
+
     def nbytes(self, file: ChunkFile) -> int:
-        """Bytes the loaded chunk holds (memory-mapped or private)."""
+        """Bytes the loaded chunk holds."""
         kept = file.n_features if self._columns is None else int(self._columns.shape[0])
         return file.stored_rows * kept * 4
 
@@ -517,28 +524,21 @@ class ChunkLoader:
         gather from, and what loading them cost.
 
         ``out`` is a spare C-contiguous float32 buffer of ``file.nbytes`` bytes to decode
-        into (ignored for memory-mapped chunks, or when it does not fit).
+        into (ignored when it does not fit).
         """
         times = LoadTimes()
         started = time.perf_counter()
-        mapped = False
         if file.codec == "zarr":
             values = self._through_zarr(file)
             times.decode_s = time.perf_counter() - started
         elif file.codec == "fill":
             values = _target(out, file)
             values.fill(np.nan)
-        elif file.codec == "raw" and self._location.is_local and not self._verify:
-            stored = self._map_local(file, self._where(file), populate=False)
-            values = stored.view(np.float32).reshape(file.stored_rows, file.n_features)
-            mapped = True
-            times.bytes_read = file.nbytes
-            times.fetch_s = time.perf_counter() - started
         else:
             values = _target(out, file)
             times = self._read(file, values.reshape(-1).view(np.uint8))
         prepared = time.perf_counter()
-        values = self._prepare(values, private=not mapped)
+        values = self._prepare(values)
         times.prepare_s = time.perf_counter() - prepared
         return values, times
 
@@ -592,35 +592,25 @@ class ChunkLoader:
         return f"{where} bytes {file.stored.offset}+{file.stored.nbytes} ({chunk})"
 
     def _read(self, file: ChunkFile, out: Bytes) -> LoadTimes:
-        """Fetch the stored bytes, check their hash when verifying, decode them into ``out``."""
+        """Fetch the stored bytes, check them, decode them into ``out``."""
         times = LoadTimes()
         started = time.perf_counter()
         where = self._where(file)
-        stored = self._fetch(file, where)
+        stored = self._fetch(file, where, out)
         times.bytes_read = len(stored)
         times.fetch_s = time.perf_counter() - started
-        if self._verify and file.sha256 is not None:
-            digest = hashlib.sha256(_buffer(stored)).hexdigest()
-            if digest != file.sha256:
-                recorded = "in the manifest" if file.whole_file else "recorded in the pack"
-                raise StoreCorruptError(
-                    f"{where}: sha256 {digest[:16]} != {file.sha256[:16]} {recorded}",
-                    [(file.rel, f"chunk {file.index} hash mismatch")],
-                )
+        check_chunk(file.stored, _buffer(stored), where, sha256=self._verify)
         decoded = time.perf_counter()
-        self._decode(file, stored, where, out)
+        if stored is not out:
+            self._decode(file, stored, where, out)
         times.decode_s = time.perf_counter() - decoded
         return times
 
-    def _fetch(self, file: ChunkFile, where: str) -> Stored:
-        """The chunk's stored bytes; on a local disk mapped, its pages in place.
-
-        Decoding straight from the page cache saves copying every stored byte into a
-        buffer first (``read`` did: 9% of the CPU of an lz4 epoch). The mapping goes when
-        the caller drops it.
-        """
+    def _fetch(self, file: ChunkFile, where: str, out: Bytes) -> Stored:
+        """The chunk's stored bytes: ``out`` itself when a raw chunk was read straight into
+        it (local files), else bytes still to decode into ``out``."""
         if self._location.is_local:
-            return self._map_local(file, where, populate=file.whole_file)
+            return self._read_local(file, where, out)
         stored = file.stored
         try:
             if file.whole_file or stored.nbytes is None:
@@ -633,11 +623,11 @@ class ChunkLoader:
             raise _short(file, where, stored.offset + len(data))
         return data
 
-    def _map_local(self, file: ChunkFile, where: str, *, populate: bool) -> Bytes:
-        """A local chunk mapped read-only; a symlink is refused (a store holds plain files),
-        a missing file named. A chunk file is mapped whole (``populate`` maps every page
-        now, else the kernel is asked to read the file ahead); a byte range of a shard is
-        mapped up to its end without touching a page, and only the range is read ahead."""
+    def _read_local(self, file: ChunkFile, where: str, out: Bytes) -> Bytes:
+        """A local chunk read with ``pread``: a raw one into ``out``, a compressed one into
+        this thread's scratch buffer. A symlink is refused (a store holds plain files), a
+        missing file named, and so is a file shorter than the chunk, also one cut short
+        while it is read."""
         try:
             fd = os.open(self._location.path(file.rel), os.O_RDONLY | _NOFOLLOW)
         except FileNotFoundError as exc:
@@ -653,19 +643,26 @@ class ChunkLoader:
             size = os.fstat(fd).st_size
             stored = file.stored
             if file.whole_file or stored.nbytes is None:
+                offset, length = 0, size
                 if file.codec == "raw":
                     _check_size(size, file, where)
-                if size == 0:
-                    return _EMPTY
-                return map_file(fd, size, populate=populate, willneed=not populate)
-            end = stored.offset + stored.nbytes
-            if size < end:  # mapped pages past the end of a file fault with SIGBUS
-                raise _short(file, where, size)
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(fd, stored.offset, stored.nbytes, os.POSIX_FADV_WILLNEED)
-            return map_file(fd, end, populate=False, willneed=False)[stored.offset : end]
+            else:
+                offset, length = stored.offset, stored.nbytes
+                if size < offset + length:
+                    raise _short(file, where, size)
+            into = out if file.codec == "raw" else self._scratch_bytes(length)
+            _pread(fd, into, offset, lambda done: _short(file, where, offset + done))
+            return into
         finally:
             os.close(fd)
+
+    def _scratch_bytes(self, nbytes: int) -> Bytes:
+        """This thread's buffer for a compressed chunk's stored bytes (grown as needed)."""
+        buffer: Bytes | None = getattr(self._scratch, "buffer", None)
+        if buffer is None or buffer.shape[0] < nbytes:
+            buffer = np.empty(max(nbytes, 1 << 16), dtype=np.uint8)
+            self._scratch.buffer = buffer
+        return buffer[:nbytes]
 
     def _decode(self, file: ChunkFile, stored: Stored, where: str, out: Bytes) -> None:
         if file.codec == "raw":
@@ -679,15 +676,14 @@ class ChunkLoader:
         out[: file.stored.rows] = array[lo : lo + file.stored.rows]
         return out
 
-    def _prepare(self, values: Floats, *, private: bool) -> Floats:
-        """Feature subset and normalization; ``private`` says ``values`` may be written."""
+    def _prepare(self, values: Floats) -> Floats:
+        """Feature subset and normalization (``values`` is the load's own memory)."""
         if self._columns is not None:
             kept = fresh_buffer((values.shape[0], int(self._columns.shape[0])))
             values = np.take(values, self._columns, axis=1, out=kept)
-            private = True
         if self._scale is not None:
-            if not private or not values.flags.writeable:
-                values = values.copy()  # never write into a mapped file
+            if not values.flags.writeable:
+                values = values.copy()  # a zarr-python array may be read-only
             values -= self._scale[0]
             values /= self._scale[1]
         return np.ascontiguousarray(values, dtype=np.float32)
@@ -721,7 +717,21 @@ def _missing(file: ChunkFile, where: str) -> StoreCorruptError:
 
 
 def _short(file: ChunkFile, where: str, size: int) -> StoreCorruptError:
+    what = "file" if file.whole_file else "shard"
     return StoreCorruptError(
-        f"{where}: the shard ends at byte {size:,}, before the chunk does",
-        [(file.rel, "shard too short")],
+        f"{where}: the {what} ends at byte {size:,}, before the chunk does (cut short, "
+        "possibly while being read)",
+        [(file.rel, f"{what} too short")],
     )
+
+
+def _pread(fd: int, into: Bytes, offset: int, short: Callable[[int], Exception]) -> None:
+    """Fill ``into`` from byte ``offset`` of ``fd`` (the GIL released); ``short(done)`` is
+    raised when the file ends after ``done`` bytes."""
+    view = into.data
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n == 0:
+            raise short(done)
+        done += n

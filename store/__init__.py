@@ -7,6 +7,7 @@ The store is the contract between :mod:`ticktensor.ingest` (which writes) and
 from collections.abc import Mapping
 from typing import Any
 
+from ._checksums import check_chunk
 from ._chunk_map import ChunkMap, StoredChunk
 from ._guard import check_frame, decode_chunk
 from ._layout import Codec, Layout
@@ -64,6 +65,7 @@ __all__ = [
     "TableEncoder",
     "TableRecord",
     "VerifyReport",
+    "check_chunk",
     "check_frame",
     "decode_chunk",
     "definitions_asof",

@@ -36,7 +36,9 @@ class StoredChunk:
     an array is padded with the fill value), of which ``rows``, from array row
     ``row_start``, belong to the array. ``codec`` is ``raw``, ``zstd`` or ``blosc``
     (decoded here), ``fill`` (never written: all fill value) or ``zarr`` (codecs only
-    zarr-python reads); ``sha256`` hashes the stored bytes when it is recorded.
+    zarr-python reads); ``sha256`` hashes the stored bytes when it is recorded, and
+    ``crc32c`` is their CRC-32C when the store records one (packs written with
+    ``chunk_crc32c``): the cheap check every read makes.
     """
 
     rel: str
@@ -49,6 +51,7 @@ class StoredChunk:
     columns: int
     codec: str
     sha256: str | None
+    crc32c: int | None = None
 
 
 @dataclass(frozen=True)

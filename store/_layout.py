@@ -62,7 +62,8 @@ class Layout:
         if self.codec is Codec.NONE:
             return None
         if self.codec is Codec.ZSTD:
-            return [ZstdCodec(level=1 if self.level is None else self.level)]
+            # The frame checksum: a zstd chunk whose bytes changed fails to decode.
+            return [ZstdCodec(level=1 if self.level is None else self.level, checksum=True)]
         shuffle: Literal["shuffle", "noshuffle"] = (
             "shuffle" if self.codec is Codec.BLOSC else "noshuffle"
         )

@@ -26,7 +26,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ticktensor.errors import SchemaError
+from ticktensor.kernels import crc32c
 
+from ._checksums import CRC_ARRAY, crc_files
 from ._layout import Codec, Layout
 from ._location import Location, safe_component, start_writeback
 from ._manifest import FileEntry, PackRecord, SourceFile, sha256_hex
@@ -62,12 +64,12 @@ class _Chunks:
     """One array of a pack cut into inner chunks of ``chunk_rows`` rows as its rows come.
 
     Each full chunk is encoded and hashed when its last row comes, on ``pool`` (a few
-    chunks ahead; without one, on this thread): its stored bytes (``digests``) and its
-    raw little-endian bytes (``raw_digests``, for the content hash; the same hash when
-    the codec stores raw bytes). This thread takes the chunks in order to update the
-    running hash of their shard's object (``per_shard`` chunks each) and hands them to
-    ``spill(shard, data)`` when given, else holds them. Rows short of a chunk wait for
-    the next block.
+    chunks ahead; without one, on this thread): its stored bytes (``digests``, and their
+    CRC-32C in ``crcs``) and its raw little-endian bytes (``raw_digests``, for the content
+    hash; the same hash when the codec stores raw bytes). This thread takes the chunks
+    in order to update the running hash of their shard's object (``per_shard`` chunks
+    each) and hands them to ``spill(shard, data)`` when given, else holds them. Rows short
+    of a chunk wait for the next block.
     """
 
     def __init__(
@@ -90,8 +92,11 @@ class _Chunks:
         self.sizes: list[int] = []
         self.digests: list[bytes] = []
         self.raw_digests: list[bytes] = []
+        self.crcs: list[int] = []
         self.shards: list[Any] = []  # hashlib's sha256 of each shard's object so far
-        self._encoding: collections.deque[Future[tuple[Buffer, bytes, bytes]]] = collections.deque()
+        self._encoding: collections.deque[Future[tuple[Buffer, bytes, bytes, int]]] = (
+            collections.deque()
+        )
         self._waiting: list[npt.NDArray[Any]] = []
         self._waiting_rows = 0
 
@@ -133,19 +138,20 @@ class _Chunks:
         self._encoding.append(self.pool.submit(self._encoded, chunk))
         self._take(_AHEAD)
 
-    def _encoded(self, chunk: npt.NDArray[Any]) -> tuple[Buffer, bytes, bytes]:
-        """The chunk's stored bytes, their sha256, and the sha256 of its raw bytes."""
+    def _encoded(self, chunk: npt.NDArray[Any]) -> tuple[Buffer, bytes, bytes, int]:
+        """The chunk's stored bytes, their sha256, the sha256 of its raw bytes, and the
+        CRC-32C of its stored bytes."""
         stored = self.encode(chunk)
         digest = hashlib.sha256(stored).digest()
         raw = digest if self.raw_is_stored else hashlib.sha256(chunk.data.cast("B")).digest()
-        return stored, digest, raw
+        return stored, digest, raw, crc32c(stored)
 
     def _take(self, ahead: int) -> None:
         """Store the encoded chunks in order, but the last ``ahead`` (still encoding)."""
         while len(self._encoding) > ahead:
             self._store(*self._encoding.popleft().result())
 
-    def _store(self, stored: Buffer, digest: bytes, raw: bytes) -> None:
+    def _store(self, stored: Buffer, digest: bytes, raw: bytes, crc: int) -> None:
         """The next chunk, encoded: into its shard's running hash, then spilled or held."""
         shard = len(self.sizes) // self.per_shard
         if shard == len(self.shards):
@@ -158,6 +164,7 @@ class _Chunks:
         self.sizes.append(len(stored))
         self.digests.append(digest)
         self.raw_digests.append(raw)
+        self.crcs.append(crc)
 
 
 class _Spill:
@@ -422,10 +429,14 @@ class PackWriter:
             attributes={"arrays": list(self._arrays)},
         ):
             put(f"chunk_sha256/{key}", [blob])
+        for key, blob in crc_files({name: chunks.crcs for name, chunks in self._arrays.items()}):
+            put(key, [blob])
         attrs = {
             "ticktensor": {
                 "kind": "pack",
                 "format_version": PACK_FORMAT_VERSION,
+                # Packs that record a CRC-32C per inner chunk (readers without it ignore it).
+                "chunk_checksum": CRC_ARRAY,
                 "session": self.session,
                 "feature_names": list(self.feature_names),
                 "label_names": list(self.label_names),

@@ -26,6 +26,7 @@ import zarr
 
 from ticktensor.errors import FormatVersionError, SchemaError, StoreCorruptError
 
+from ._checksums import recorded_chunk_crcs
 from ._chunk_map import ChunkMap, StoredChunk, codec_of
 from ._guard import GuardedPackStore
 from ._layout import Layout
@@ -316,7 +317,8 @@ def pack_chunk_map(
     """Every inner chunk of the pack's ``array`` as a byte range of its shard.
 
     Reads the array's ``zarr.json`` and each shard's index (a ranged read at its end);
-    checks them against the record; the chunks' hashes come from ``chunk_sha256``.
+    checks them against the record; the chunks' hashes come from ``chunk_sha256`` and their
+    CRC-32C from ``chunk_crc32c`` (packs written before it record none).
     """
     rel = f"{record.path}/{array}"
     where = f"pack {record.session} array {array!r} ({location.display(rel)})"
@@ -344,6 +346,9 @@ def pack_chunk_map(
     columns = int(np.prod(shape[1:])) if len(shape) > 1 else 1
     hashes = recorded_chunk_hashes(location, record, array)
     n_chunks = -(-record.rows // chunk_rows)
+    crcs = recorded_chunk_crcs(
+        lambda key: _checked_read(location, record, key), record.files, array, n_chunks, where
+    )
     per_shard = shard_rows // chunk_rows
     suffix = "/0" * (len(shape) - 1)
     itemsize = 8 if array == "ts" else 4
@@ -378,6 +383,7 @@ def pack_chunk_map(
                     columns=columns,
                     codec=codec,
                     sha256=hashes[k],
+                    crc32c=None if crcs is None else crcs[k],
                 )
             )
     return ChunkMap(array, record.rows, chunk_rows, tuple(chunks))

@@ -1,0 +1,112 @@
+"""Integrity by default: a loader without ``verify`` never hands out bytes other than those
+committed. Every chunk is checked once, when loaded, against a checksum recorded at write
+time (a pack's ``chunk_crc32c``), or against its sha256 where a store records no checksum."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zstandard
+
+from ticktensor.errors import StoreCorruptError
+from ticktensor.loaders import WindowDataset
+from ticktensor.store import Layout, Store, StoredChunk, StoreVersion
+
+from .conftest import write_pack_of
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+WINDOW = 8
+
+
+def _store(root: Path, codec: str) -> StoreVersion:
+    """One pack of 2 x 300 rows in 64-row inner chunks (10 per array, one shard each)."""
+    store = Store.create(str(root), layout=Layout(codec=codec, chunk_rows=64))
+    store.commit(packs=[write_pack_of(store, 0, rows=300)])
+    return store.version()
+
+
+def _values_chunk(version: StoreVersion, index: int) -> StoredChunk:
+    (pack,) = version.packs
+    return version.chunk_map(pack, "values").chunks[index]
+
+
+def _read_everything(version: StoreVersion, *, verify: bool = False) -> None:
+    ds = WindowDataset(version, WINDOW, verify=verify)
+    ds.get_batch(np.arange(len(ds)))
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_an_undamaged_store_reads_with_the_default_check(tmp_path: Path, codec: str) -> None:
+    version = _store(tmp_path / "s", codec)
+    chunk = _values_chunk(version, 3)
+    assert chunk.crc32c is not None
+    ds = WindowDataset(version, WINDOW)
+    x, _ = ds.get_batch(np.arange(len(ds)))
+    expected = version.read_pack(version.packs[0], verify=True).values
+    np.testing.assert_array_equal(x[0], expected[:WINDOW])
+
+
+def test_a_flipped_byte_in_a_zstd_chunk_is_named(tmp_path: Path) -> None:
+    version = _store(tmp_path / "s", "zstd")
+    chunk = _values_chunk(version, 4)
+    assert chunk.nbytes is not None
+    path = tmp_path / "s" / chunk.rel
+    data = bytearray(path.read_bytes())
+    data[chunk.offset + chunk.nbytes // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreCorruptError) as info:
+        _read_everything(version)
+    message = str(info.value)
+    assert str(path) in message
+    assert "chunk 4 of pack 2024-01-02" in message
+    assert "crc32c" in message
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_swapped_shard_index_entries_are_named(tmp_path: Path, codec: str) -> None:
+    version = _store(tmp_path / "s", codec)
+    path = tmp_path / "s" / _values_chunk(version, 0).rel
+    data = bytearray(path.read_bytes())
+    size = len(data)
+    index = np.frombuffer(bytes(data[-16 * 10 :]), dtype="<u8").reshape(10, 2).copy()
+    index[[2, 5]] = index[[5, 2]]
+    data[-16 * 10 :] = index.tobytes()
+    path.write_bytes(bytes(data))
+    assert path.stat().st_size == size
+    with pytest.raises(StoreCorruptError) as info:
+        _read_everything(version)
+    message = str(info.value)
+    assert str(path) in message
+    assert "chunk 2 of pack" in message or "chunk 5 of pack" in message
+
+
+def test_new_zstd_chunks_carry_the_frame_checksum(tmp_path: Path) -> None:
+    version = _store(tmp_path / "s", "zstd")
+    chunk = _values_chunk(version, 1)
+    assert chunk.nbytes is not None
+    frame = (tmp_path / "s" / chunk.rel).read_bytes()[chunk.offset : chunk.offset + chunk.nbytes]
+    assert zstandard.get_frame_parameters(frame).has_checksum
+
+
+@pytest.mark.parametrize(
+    ("fixture", "pack"), [("store-v1", False), ("store-v2", False), ("store-v2", True)]
+)
+def test_older_stores_fall_back_to_their_sha256(tmp_path: Path, fixture: str, pack: bool) -> None:
+    root = tmp_path / fixture
+    shutil.copytree(FIXTURES / fixture, root)
+    version = Store.open(str(root)).version()
+    records = version.packs if pack else version.segments
+    chunk = version.chunk_map(records[0], "values").chunks[0]
+    assert chunk.crc32c is None
+    assert chunk.sha256 is not None
+    _read_everything(version)  # the recorded sha256 of every chunk matches
+    path = root / chunk.rel
+    data = bytearray(path.read_bytes())
+    data[chunk.offset + 5] ^= 0x01  # a raw chunk's float, or a zstd frame's header
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreCorruptError) as info:
+        _read_everything(version)
+    assert str(path) in str(info.value)
