@@ -115,6 +115,7 @@ Verdict Engine::check(const Event& e, SymbolState& s) const {
     if (std::isinf(e.a) || std::isinf(e.b)) return Verdict::finite;
     if (e.a <= 0.0) return Verdict::positive_price;
     if (e.b < 0.0) return Verdict::non_negative_size;
+    if (e.b == 0.0) return Verdict::positive_trade_size;
     if (e.c != -1.0 && e.c != 0.0 && e.c != 1.0) return Verdict::side_domain;
   }
   if (e.ts < s.last_ts) return Verdict::late;

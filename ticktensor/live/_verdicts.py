@@ -26,6 +26,7 @@ class Verdict(IntEnum):
     SIDE_DOMAIN = 8
     CROSSED_BOOK = 9
     UNKNOWN_SYMBOL = 10
+    POSITIVE_TRADE_SIZE = 11
 
 
 REFUSALS: tuple[Verdict, ...] = tuple(v for v in Verdict if v > Verdict.JOINED)

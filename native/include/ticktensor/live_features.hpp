@@ -40,8 +40,9 @@ enum class Verdict : std::uint8_t {
   side_domain = 8,
   crossed_book = 9,
   unknown_symbol = 10,
+  positive_trade_size = 11,  // a trade of size 0
 };
-inline constexpr std::size_t kVerdicts = 11;
+inline constexpr std::size_t kVerdicts = 12;
 
 enum class Clock : std::uint8_t { quotes = 0, trades = 1 };
 
