@@ -71,10 +71,11 @@ def _end_ref(ref: weakref.ref[Any]) -> None:
 def _padded_tail(plan: ShardPlan) -> int:
     """Real samples in the last global step, as accelerate counts them for a loader that
     does not drop its last batch (0 when that step is full; -1, accelerate's "unknown",
-    with ``drop_last``). Padding by wrapping around fills the rest of the step; without
-    padding the step holds only real samples and keeping ``remainder`` keeps them all."""
+    with ``drop_last``). Padding (whole steps, or the order wrapped to a multiple of the
+    world size) comes after the real samples in the gathered step, so keeping
+    ``remainder`` of it keeps exactly the real ones."""
     if plan.drop_last or plan.num_steps == 0:
         return -1
     size = plan.global_batch_size
     last_first = plan.start_sample + (plan.num_steps - 1) * size
-    return (plan.order.shape[0] - last_first) % size
+    return (plan.order.shape[0] - plan.padded - last_first) % size

@@ -1,18 +1,25 @@
-"""Passes over epochs: where each ``iter()`` starts, and when an epoch is finished.
+"""Passes over epochs: where each pass starts, when an epoch is finished.
 
 The rules a training client relies on (torch's, plus resumption):
 
+- a pass learns its epoch and start at its first batch, as torch's sampler iterator
+  does: a ``set_epoch`` between ``iter()`` and the first ``next()`` is honoured;
 - each pass starts the current epoch from its beginning, unless :meth:`PassState.load`
   was called since the last pass began: then that one pass resumes at the saved position;
 - a pass that hands out its last batch finishes the epoch, whether or not the consumer
   asks for one more: the next pass belongs to the next epoch;
-- an abandoned pass (``break``, an exception, a newer ``iter()``) does not finish it;
+- an abandoned pass (``break``, an exception, a newer pass, its iterator closed or
+  dropped) does not finish it, and the position goes back to where the next pass starts;
 - :meth:`PassState.set_epoch` moves to another epoch (the same epoch keeps a pending
   resume, so ``set_epoch(e)`` at the top of every epoch loop does not undo one).
+
+So :meth:`PassState.state_dict` always describes what comes next: the running pass's
+position while its iterator lives, else the start of the next pass.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -59,6 +66,8 @@ class PassState:
         """Take ``state`` as the position (a copy of a loader), resuming it or not."""
         self.load(state)
         self._resume = resume
+        if not resume:
+            self.position.samples_consumed = 0
 
     def begin(self) -> Pass:
         """Start a pass: from the saved position after :meth:`load`, else from the
@@ -94,6 +103,11 @@ class PassState:
         """``{"epoch", "seed", "samples_consumed", ...}``: plain ints, JSON-safe."""
         return self.position.state_dict()
 
+    def next_pass_state(self) -> dict[str, Any]:
+        """What the next pass does if the running one (if any) is not continued: the
+        position of a pending resume, else the start of the current epoch."""
+        return {**self.position.state_dict(), "samples_consumed": self.next_start()}
+
     def _current(self, generation: int) -> bool:
         return generation == self._generation
 
@@ -123,42 +137,75 @@ class Pass:
             self._state.position.next_epoch()
             self._state._generation += 1  # nothing of this pass moves the next epoch
 
+    def abandon(self) -> None:
+        """The pass stopped before its end: the next one starts the epoch again."""
+        if self.current:
+            self._state.position.samples_consumed = 0
+            self._state._generation += 1
+
+
+Opener = Callable[[int], tuple[Pass, ShardPlan, BatchSource]]
+"""``open(skip)`` begins a pass ``skip`` batches after where it would start: its handle,
+plan and batch source."""
+
 
 class PassIterator(Iterator[Any]):
     """The batches of one pass, moving its :class:`Pass` as they are handed out.
 
+    The pass begins at the first ``next()`` (its epoch, start, rank and world size are
+    read then); ``len()`` before that is what the pass would have if it began now.
     :attr:`indices` are the dataset's sample indices of the batch handed out last, for
     consumers that log or check which samples they trained on.
     """
 
     _step: int | None = None
+    _pass: Pass | None = None
+    _plan: ShardPlan | None = None
+    _source: BatchSource | None = None
+    _accelerate: Any = None
+    _closed = False
 
     def __init__(
         self,
-        handle: Pass,
-        plan: ShardPlan,
-        source: BatchSource,
+        opener: Opener,
         *,
+        length: Callable[[], int],
+        skip: int = 0,
         receive: Callable[[torch.Tensor, torch.Tensor, Any], None] | None = None,
         transform: Callable[[tuple[torch.Tensor, torch.Tensor]], Any] | None = None,
-        on_halfway: Callable[[], None] | None = None,
+        on_halfway: Callable[[int], None] | None = None,
         index_map: npt.NDArray[np.int64] | None = None,
     ) -> None:
-        self._pass = handle
-        self._plan = plan
-        self._source = source
+        self._opener = opener
+        self._length = length
+        self._skip = skip
         self._receive = receive
         self._transform = transform
         self._on_halfway = on_halfway
         self._index_map = index_map
+
+    def _begin(self) -> tuple[Pass, ShardPlan, BatchSource]:
+        handle, plan, source = self._opener(self._skip)
+        self._pass, self._plan, self._source = handle, plan, source
         self._last = plan.num_steps - 1
         self._accelerate = _accelerate.accelerate_link(plan, self)
+        # A dropped iterator (a break, an exception) abandons its pass.
+        weakref.finalize(self, handle.abandon)
         if plan.num_steps == 0:
             handle.finish()  # an empty pass is complete as it starts, as with torch
+        return handle, plan, source
 
     def __next__(self) -> Any:
+        if self._closed:
+            raise StopIteration
+        if self._source is None:
+            handle, plan, source = self._begin()
+        else:
+            assert self._pass is not None  # begun with the source
+            assert self._plan is not None
+            handle, plan, source = self._pass, self._plan, self._source
         try:
-            step, _, x, y, event = next(self._source)
+            step, _, x, y, event = next(source)
         except StopIteration:
             if self._accelerate is not None:
                 _accelerate.end(self._accelerate)
@@ -166,15 +213,14 @@ class PassIterator(Iterator[Any]):
         if self._receive is not None:
             self._receive(x, y, event)
         self._step = step
-        handle = self._pass
         if step == self._last:
             handle.finish()
             if self._accelerate is not None:
                 _accelerate.last_batch(self._accelerate)
         else:
-            handle.consumed(self._plan.samples_consumed(step + 1))
-            if step == self._plan.num_steps // 2 and self._on_halfway is not None:
-                self._on_halfway()
+            handle.consumed(plan.samples_consumed(step + 1))
+            if step == plan.num_steps // 2 and self._on_halfway is not None:
+                self._on_halfway(handle.epoch + 1)
         if self._transform is not None:
             return self._transform((x, y))
         return x, y
@@ -182,16 +228,20 @@ class PassIterator(Iterator[Any]):
     @property
     def indices(self) -> npt.NDArray[np.int64] | None:
         """The loader's ``dataset`` indices of the batch handed out last (``None`` before)."""
-        if self._step is None:
+        if self._step is None or self._plan is None:
             return None
         batch = self._plan.batch(self._step)
         return batch if self._index_map is None else self._index_map[batch]
 
     def close(self) -> None:
-        """Stop assembling; the position stays after the last batch handed out."""
-        self._source.close()
+        """Stop assembling; the next pass starts the epoch again (unless this one ended)."""
+        self._closed = True
+        if self._source is not None:
+            self._source.close()
+        if self._pass is not None:
+            self._pass.abandon()
         if self._accelerate is not None:
             _accelerate.end(self._accelerate)
 
     def __len__(self) -> int:
-        return self._plan.num_steps
+        return self._length() if self._plan is None else self._plan.num_steps

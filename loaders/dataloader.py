@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -18,22 +18,33 @@ from ticktensor.errors import ConfigError, SlowPathWarning
 
 from ._orders import EpochOrders
 from ._pass_samplers import PassBatchSampler, PassSampler, ShardSampler
-from ._passes import PassIterator, PassState
+from ._passes import Pass, PassIterator, PassState
 from ._prefetch import PrefetchStats
 from ._stats import loader_stats
 from ._wrappers import FastPath, SlowPath, fast_path
 from .batch_source import BatchSource, Delivery, open_batch_source
-from .options import FastOptions, with_legacy_keywords
+from .options import FastOptions, Padding, with_legacy_keywords
 from .samplers import BlockShuffleOrder, Order, SequentialOrder, UniformOrder
 from .sharding import ShardPlan, world_from_env
 
 __all__ = ["DataLoader"]
 
+Int64s = npt.NDArray[np.int64]
 _PERMUTATIONS = (UniformOrder, SequentialOrder, BlockShuffleOrder)  # len(order) == len(dataset)
 
 
 # torch attributes that are properties here, also kept in the instance dict (see _mirror).
 _MIRRORED = ("sampler", "batch_sampler", "collate_fn", "multiprocessing_context")
+
+
+@dataclass(frozen=True)
+class _Early:
+    """A batch source opened at ``iter()`` for the pass ``key`` (epoch, start, rank,
+    world) would be, kept for the first ``next()`` if the pass is still that one."""
+
+    key: tuple[int, int, int, int]
+    plan: ShardPlan
+    source: BatchSource
 
 
 class DataLoader(Iterable[Any]):
@@ -233,9 +244,10 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         self.order: Order = order
         self._shuffle = shuffle
         self._passes = PassState(seed)
-        self._sampler_epoch = None if path.distributed is None else path.distributed.epoch
+        self._sampler_epoch: int | None = None
         self._orders = EpochOrders(order, dataset)
-        self._orders.prefetch(0)  # overlaps the caller's own setup
+        self._follow_sampler_epoch()  # one set before the loader was built counts too
+        self._orders.prefetch(self._passes.epoch)  # overlaps the caller's own setup
         weakref.finalize(self, self._orders.close)
         self._last: weakref.ref[BatchSource] | None = None  # weak: it owns the thread
         self._last_stats: PrefetchStats | None = None
@@ -313,7 +325,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
                     world_size=world,
                     shuffle=self._shuffle,
                     seed=self._passes.position.seed,
-                    drop_last=not self._pad(world),
+                    drop_last=self._padding(world) == "none",
                 )
             else:
                 sampler = PassSampler(self)
@@ -351,29 +363,46 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             return path.world
         return world_from_env(self.options.rank, self.options.world_size)
 
-    def _pad(self, world_size: int) -> bool:
+    def _padding(self, world_size: int) -> Padding:
+        """How the tail of an epoch is spread over ``world_size`` ranks (see FastOptions)."""
         path = self._path
         assert path is not None  # fast path only
-        if self.options.pad is not None:
-            return self.options.pad
-        return path.pad if path.pad is not None else world_size > 1
+        if path.distributed is not None:
+            return "none"  # the sampler's rule shaped the order already (epoch_order)
+        pad = self.options.pad
+        if pad is None or pad == "samples":
+            return "samples"
+        return "steps" if pad is True or pad == "steps" else "none"
 
-    def _plan(self, epoch: int, start_sample: int, rank: int, world: int) -> ShardPlan:
+    def _plan(
+        self, epoch: int, start_sample: int, rank: int, world: int, *, skip: int = 0
+    ) -> ShardPlan:
+        """This rank's plan of ``epoch`` from global sample ``start_sample``, ``skip``
+        batches further (at most to the end of the epoch)."""
         path = self._path
         assert path is not None
         assert self.batch_size is not None  # fast path only
+        order = path.epoch_order(self._orders.get(epoch))
+        padding = self._padding(world)
+        padded = 0
+        if padding == "samples":
+            order, padded = _wrap_to_multiple(order, world)
+        elif path.distributed is not None:
+            padded = max(0, order.shape[0] - len(path.dataset))
+        start = min(start_sample + skip * self.batch_size * world, order.shape[0])
         return ShardPlan(
-            path.epoch_order(self._orders.get(epoch)),
+            order,
             self.batch_size,
             world,
             rank,
             self.drop_last,
-            self._pad(world),
-            start_sample=start_sample,
+            padding == "steps",
+            start_sample=start,
+            padded=padded,
         )
 
     def _next_plan(self) -> tuple[ShardPlan, FastPath]:
-        """The plan of the pass ``iter()`` starts next, and the path it reads."""
+        """The plan of the pass that would begin now, and the path it reads."""
         assert self._path is not None  # fast path only
         self._follow_sampler_epoch()
         plan = self._plan(self._passes.epoch, self._passes.next_start(), *self._world())
@@ -395,17 +424,71 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             batches = iter(self._torch)
             transform = self.batch_transform
             return batches if transform is None else map(transform, batches)
+        return self._iter(0)
+
+    def _iter(self, skip: int) -> PassIterator:
+        """A pass that begins at its first ``next()``, ``skip`` batches in.
+
+        Its batches are assembled from ``iter()`` on, for the pass as it would begin
+        then; if the first ``next()`` finds another epoch, start or world (a
+        ``set_epoch`` in between), that work is dropped and the pass begins as it is now.
+        """
         path = self._path
         assert path is not None
-        assert self.batch_size is not None
+        early = None if self.options.dali is not None else self._early_source(skip)
+        held = [early]
+
+        def open_pass(skip: int) -> tuple[Pass, ShardPlan, BatchSource]:
+            found, held[0] = held[0], None
+            return self._open_pass(skip, found)
+
+        return PassIterator(
+            open_pass,
+            length=lambda: max(0, len(self) - skip),
+            skip=skip,
+            receive=self._delivery.receive,
+            transform=self.batch_transform,
+            on_halfway=self._orders.prefetch,
+            index_map=path.index_map,
+        )
+
+    def _early_source(self, skip: int) -> _Early | None:
+        """The batch source of the pass as it would begin now (``None`` when the world
+        is not known yet: the first ``next()`` says why)."""
+        self._follow_sampler_epoch()
+        try:
+            rank, world = self._world()
+        except ConfigError:
+            return None
+        epoch, start = self._passes.epoch, self._passes.next_start()
+        plan = self._plan(epoch, start, rank, world, skip=skip)
+        key = (epoch, start, rank, world)
+        return _Early(key, plan, self._open_source(plan, epoch, rank, world))
+
+    def _open_pass(
+        self, skip: int, early: _Early | None = None
+    ) -> tuple[Pass, ShardPlan, BatchSource]:
+        """Begin a pass now: its epoch, start, rank and world size as they are at its first
+        batch (as torch's sampler iterator reads them), ``skip`` batches in; ``early``'s
+        source is used when it was opened for that same pass."""
         self._follow_sampler_epoch()
         rank, world = self._world()
         handle = self._passes.begin()
-        plan = self._plan(handle.epoch, handle.start_sample, rank, world)
-        context = (
-            f"epoch {handle.epoch}, rank {rank} of {world}, from global sample "
-            f"{handle.start_sample}"
-        )
+        if early is not None and early.key == (handle.epoch, handle.start_sample, rank, world):
+            plan, source = early.plan, early.source
+        else:
+            if early is not None:
+                early.source.close()
+            plan = self._plan(handle.epoch, handle.start_sample, rank, world, skip=skip)
+            source = self._open_source(plan, handle.epoch, rank, world)
+        handle.start_sample = plan.start_sample
+        return handle, plan, source
+
+    def _open_source(self, plan: ShardPlan, epoch: int, rank: int, world: int) -> BatchSource:
+        path = self._path
+        assert path is not None
+        assert self.batch_size is not None
+        context = f"epoch {epoch}, rank {rank} of {world}, from global sample {plan.start_sample}"
         source = open_batch_source(
             path.dataset,
             plan,
@@ -418,16 +501,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         )
         self._last = weakref.ref(source)
         self._last_stats = source.stats
-        orders, next_epoch = self._orders, handle.epoch + 1
-        return PassIterator(
-            handle,
-            plan,
-            source,
-            receive=self._delivery.receive,
-            transform=self.batch_transform,
-            on_halfway=lambda: orders.prefetch(next_epoch),
-            index_map=path.index_map,
-        )
+        return source
 
     def __len__(self) -> int:
         """Batches per epoch (for this rank, with the world as it is now, on the fast path)."""
@@ -436,13 +510,14 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         path = self._path
         assert path is not None
         assert self.batch_size is not None
-        total: int | npt.NDArray[np.int64]
-        if isinstance(self.order, _PERMUTATIONS) and path.distributed is None:
-            total = len(path.dataset)
-        else:
-            total = path.epoch_order(self._orders.get(self._passes.epoch))
         rank, world = self._world()
-        plan = ShardPlan(total, self.batch_size, world, rank, self.drop_last, self._pad(world))
+        if not (isinstance(self.order, _PERMUTATIONS) and path.distributed is None):
+            return self._plan(self._passes.epoch, 0, rank, world).num_steps
+        total = len(path.dataset)
+        padding = self._padding(world)
+        if padding == "samples":
+            total = -(-total // world) * world
+        plan = ShardPlan(total, self.batch_size, world, rank, self.drop_last, padding == "steps")
         return plan.num_steps
 
     # -- epochs, state, statistics ----------------------------------------------------------------
@@ -560,3 +635,14 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             f"DataLoader(fast, dataset={self.dataset!r}, batch_size={self.batch_size}, "
             f"order={self.order!r}, epoch={self._passes.epoch})"
         )
+
+
+def _wrap_to_multiple(order: Int64s, world: int) -> tuple[Int64s, int]:
+    """``order`` wrapped around to a multiple of ``world`` positions, and how many were
+    added: ``DistributedSampler``'s padding (its first samples repeated, at most
+    ``world - 1``), so every rank gets the same number of samples, as torch's."""
+    n = order.shape[0]
+    size = -(-n // world) * world
+    if n in (size, 0):
+        return order, 0
+    return np.concatenate([order, order[np.arange(size - n) % n]]), size - n

@@ -14,12 +14,16 @@ from ._resident import ResidentOptions
 from .dali import DaliOptions
 from .samplers import Order
 
-__all__ = ["Engine", "FastOptions", "with_legacy_keywords"]
+__all__ = ["Engine", "FastOptions", "Padding", "with_legacy_keywords"]
 
 Engine = Literal["auto", "python", "native"]
 """Who assembles host batches: ``"auto"`` (the native thread once every chunk is
 loaded, the Python thread before), ``"python"`` (always the Python thread) or
 ``"native"`` (same as ``"auto"``; named for symmetry in benchmarks)."""
+
+
+Padding = Literal["samples", "steps", "none"]
+"""How the tail of an epoch is spread over the ranks (see :attr:`FastOptions.pad`)."""
 
 
 @dataclass(frozen=True)
@@ -44,8 +48,18 @@ class FastOptions:
         ``torch.distributed`` process group, else the launcher's environment (see
         :func:`~ticktensor.loaders.world_from_env`).
     pad
-        Fill the last global step by wrapping around the order, so every rank's batches
-        are full. Default: on when ``world_size > 1``.
+        How an epoch that the ranks cannot share evenly is made even. ``"samples"``
+        (default, also ``None``): as torch's ``DistributedSampler`` does, the order is
+        wrapped around by at most ``world_size - 1`` samples (its first ones) to a
+        multiple of ``world_size``, so every rank gets ``ceil(N / world_size)`` samples
+        and the same batches as with torch; evaluation counts are torch's. ``"steps"``
+        (or ``True``): the last global step is filled by wrapping around, so every
+        batch on every rank is full (up to ``world_size * batch_size - 1`` repeated
+        samples): choose it when every step needs equal batch shapes on all ranks
+        (compiled graphs, collectives on batch tensors). ``False``: no padding; the last
+        step's samples are split as evenly as possible, so ranks may differ by one
+        sample. ``drop_last`` drops the short last global step after padding, as torch's
+        ``DataLoader(drop_last=True)`` over a ``DistributedSampler`` does.
     device
         Copy each batch to this device (for CUDA: ``non_blocking`` on a side stream from
         pinned buffers); a bare ``"cuda"`` is this rank's GPU (``cuda:LOCAL_RANK``).
@@ -82,7 +96,7 @@ prefetch=4, readahead=16, backend='torch', residency='host', engine='auto')
     seed: int | None = None
     rank: int | None = None
     world_size: int | None = None
-    pad: bool | None = None
+    pad: bool | Literal["samples", "steps"] | None = None
     device: torch.device | Literal["auto"] | str | None = None
     prefetch: int | None = None
     readahead: int = 16
@@ -100,8 +114,10 @@ prefetch=4, readahead=16, backend='torch', residency='host', engine='auto')
         _check_int("rank", self.rank, 0, optional=True)
         if self.rank is not None and self.world_size is not None and self.rank >= self.world_size:
             raise ConfigError(f"rank {self.rank} is not below world_size {self.world_size}")
-        if self.pad is not None and not isinstance(self.pad, bool):
-            raise ConfigError(f"pad: expected True, False or None, got {self.pad!r}")
+        if self.pad is not None and not isinstance(self.pad, bool) and self.pad not in _PADS:
+            raise ConfigError(
+                f"pad: expected True, False or None, 'samples' or 'steps', got {self.pad!r}"
+            )
         if self.device is not None and self.device != "auto":
             try:
                 device = torch.device(self.device)
@@ -162,6 +178,9 @@ prefetch=4, readahead=16, backend='torch', residency='host', engine='auto')
         if isinstance(self.residency, ResidentOptions):
             return self.residency
         return ResidentOptions() if self.residency == "device" else None
+
+
+_PADS = ("samples", "steps")
 
 
 def _check_int(name: str, value: Any, minimum: int, *, optional: bool = False) -> None:

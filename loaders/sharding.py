@@ -48,6 +48,11 @@ class ShardPlan:
         Tail handling, above; ``drop_last`` wins over ``pad``.
     start_sample
         Global position to start from (``EpochState.samples_consumed`` on resume).
+    padded
+        How many positions at the end of the order repeat earlier samples (an order
+        wrapped around to a multiple of the world size, as ``DistributedSampler`` pads):
+        they are not real samples of the epoch, for clients that drop padding
+        (accelerate's ``gather_for_metrics``).
 
     Examples
     --------
@@ -67,6 +72,7 @@ class ShardPlan:
         pad: bool = True,
         *,
         start_sample: int = 0,
+        padded: int = 0,
     ) -> None:
         if isinstance(num_samples_or_order, int | np.integer):
             _check_int("num_samples", num_samples_or_order, 0)
@@ -89,6 +95,8 @@ class ShardPlan:
         self.order = order
         self.batch_size, self.world_size, self.rank = int(batch_size), int(world_size), int(rank)
         self.drop_last, self.pad, self.start_sample = bool(drop_last), bool(pad), int(start_sample)
+        _check_int("padded", padded, 0)
+        self.padded = int(padded)
 
     @property
     def global_batch_size(self) -> int:

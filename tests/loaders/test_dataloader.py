@@ -208,12 +208,38 @@ def test_drop_last_and_pad(dataset: WindowDataset) -> None:
 
 
 def test_ranks_split_each_global_step(dataset: WindowDataset) -> None:
+    """195 samples over 3 ranks of 10: six whole steps of 30, then the last 15 split 5 each."""
     ids = sample_ids(dataset)
     per_rank = [
         indices_of(
             list(
                 DataLoader(
                     dataset, batch_size=10, shuffle=True, fast=FastOptions(rank=r, world_size=3)
+                )
+            ),
+            ids,
+        )
+        for r in range(3)
+    ]
+    order = UniformOrder(0).order(dataset, 0)
+    assert [len(p) for p in per_rank] == [65, 65, 65]  # 195 / 3: nothing to pad
+    for r in range(3):
+        for step in range(6):
+            positions = np.arange(step * 30 + r * 10, step * 30 + r * 10 + 10)
+            assert per_rank[r][step * 10 : step * 10 + 10] == order[positions].tolist()
+        assert per_rank[r][60:] == order[180 + 5 * r : 185 + 5 * r].tolist()
+
+
+def test_whole_step_padding_fills_every_batch(dataset: WindowDataset) -> None:
+    ids = sample_ids(dataset)
+    per_rank = [
+        indices_of(
+            list(
+                DataLoader(
+                    dataset,
+                    batch_size=10,
+                    shuffle=True,
+                    fast=FastOptions(rank=r, world_size=3, pad="steps"),
                 )
             ),
             ids,
@@ -451,7 +477,7 @@ def test_rank_and_world_are_read_when_a_pass_starts(
     assert (loader.sampler.rank, loader.sampler.num_replicas) == (1, 2)
     monkeypatch.delenv("LOCAL_RANK")
     with pytest.raises(ConfigError, match="WORLD_SIZE=2 but this process's rank is unknown"):
-        iter(loader)
+        next(iter(loader))  # a pass learns its world at its first batch
 
 
 def test_concat_refuses_datasets_that_cannot_be_one(
