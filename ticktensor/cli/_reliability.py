@@ -30,7 +30,10 @@ def register(sub: Any) -> None:
         help="folder of real sample files to mutate (default: $TICKTENSOR_DATA or ../shared/data)",
     )
     p.add_argument(
-        "--work-dir", type=Path, default=None, help="scratch folder (default: a temp dir)"
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="scratch folder, kept (default: a temp dir, removed but for saved fuzz findings)",
     )
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write figures as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")

@@ -3,6 +3,7 @@
 One concept per module: :mod:`~ticktensor.reliability.targets` (what is fuzzed),
 :mod:`~ticktensor.reliability.fuzz` (the seeded mutation engine),
 :mod:`~ticktensor.reliability.faults` (SIGKILL, full disk, I/O errors, damaged files),
+:mod:`~ticktensor.reliability.hostile` (named cases of hostile stores and failing disks),
 :mod:`~ticktensor.reliability.concurrency` (readers during commits, racing writers),
 :mod:`~ticktensor.reliability.soak` (loader epochs, RSS/threads/fds) and
 :mod:`~ticktensor.reliability.report` (all of them on a budget, and the table). The test
@@ -13,12 +14,14 @@ suite runs small fixed budgets; ``ticktensor reliability [--quick]`` runs the re
 from .concurrency import ConcurrencyResult, readers_during_commits, two_writers
 from .faults import FaultOutcome, damaged_files, disk_full, sigkill_during_ingest
 from .fuzz import Finding, FuzzResult, HangError, fuzz, mutate
+from .hostile import CASES, HostileCase, hostile_stores, run_case
 from .report import Budget, ReliabilityReport, format_report, run_report
 from .soak import SoakResult, soak
 from .targets import FuzzTarget, InvariantError, make_targets
 from .workload import Workload
 
 __all__ = [
+    "CASES",
     "Budget",
     "ConcurrencyResult",
     "FaultOutcome",
@@ -26,6 +29,7 @@ __all__ = [
     "FuzzResult",
     "FuzzTarget",
     "HangError",
+    "HostileCase",
     "InvariantError",
     "ReliabilityReport",
     "SoakResult",
@@ -34,9 +38,11 @@ __all__ = [
     "disk_full",
     "format_report",
     "fuzz",
+    "hostile_stores",
     "make_targets",
     "mutate",
     "readers_during_commits",
+    "run_case",
     "run_report",
     "sigkill_during_ingest",
     "soak",

@@ -2,15 +2,18 @@
 
 ``run_report(quick=True)`` runs the fuzz targets (each in its own process), the
 injected faults (SIGKILL during an ingest at 20+ points, a full disk, I/O errors,
-altered and missing files), the concurrency races and the loader soaks, then
-:func:`format_report` prints inputs fuzzed, faults injected, rows in / stored /
-quarantined, rows lost and leaks found. The run passes when findings, failed faults,
-rows lost and leaks are all 0.
+altered and missing files), the named hostile-store cases (each in its own process
+under a memory cap), the concurrency races and the loader soaks, then
+:func:`format_report` prints inputs fuzzed, faults injected, each hostile case by name,
+rows in / stored / quarantined, rows lost and leaks found. The run passes when
+findings, failed faults, failed hostile cases, rows lost and leaks are all 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +33,7 @@ from .faults import (
     reference_rows,
     sigkill_during_ingest,
 )
+from .hostile import hostile_stores
 from .soak import make_soak_store, soak
 from .targets import make_targets
 from .workload import Workload
@@ -64,6 +68,7 @@ class ReliabilityReport:
     seed: int
     fuzz: list[dict[str, Any]] = field(default_factory=list)
     faults: list[FaultOutcome] = field(default_factory=list)
+    hostile: list[FaultOutcome] = field(default_factory=list)
     rows_in: int = 0
     rows_stored: int = 0
     rows_quarantined: int = 0
@@ -85,22 +90,30 @@ class ReliabilityReport:
         return sum(not o.ok for o in self.faults)
 
     @property
+    def hostile_failed(self) -> int:
+        """Hostile-store cases (by name) with at least one point whose promise broke."""
+        return len({o.fault for o in self.hostile if not o.ok})
+
+    @property
     def leaks(self) -> int:
         return sum(len(s["leaks"]) for s in self.soaks)
 
     @property
     def passed(self) -> bool:
         errors = len(self.concurrency.get("errors", []))
-        return not (self.findings or self.faults_failed or self.rows_lost or self.leaks or errors)
+        broken = self.findings or self.faults_failed or self.hostile_failed or self.rows_lost
+        return not (broken or self.leaks or errors)
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["faults"] = [asdict(o) for o in self.faults]
+        doc["hostile"] = [asdict(o) for o in self.hostile]
         doc |= {
             "inputs_fuzzed": self.inputs_fuzzed,
             "findings": self.findings,
             "faults_injected": len(self.faults),
             "faults_failed": self.faults_failed,
+            "hostile_failed": self.hostile_failed,
             "leaks": self.leaks,
             "passed": self.passed,
         }
@@ -174,6 +187,12 @@ def run_report(
         report.rows_lost = sum(o.rows_lost for o in outcomes)
         log(f"faults: {len(outcomes)} injected, {report.faults_failed} failed")
 
+    def hostile_phase() -> None:
+        report.hostile = hostile_stores(root / "hostile")
+        for name in dict.fromkeys(o.fault for o in report.hostile):
+            held = all(o.ok for o in report.hostile if o.fault == name)
+            log(f"hostile {name}: {'held' if held else 'FAILED'}")
+
     def concurrency_phase() -> None:
         readers = readers_during_commits(str(root / "conc-readers"), budget.commits)
         threads = two_writers(
@@ -217,14 +236,33 @@ def run_report(
             )
             log(f"soak {r.label}: {r.epochs} epochs, leaks {r.leaks}")
 
-    for phase, fn in (
-        ("fuzz", fuzz_phase),
-        ("faults", fault_phase),
-        ("concurrency", concurrency_phase),
-        ("soak", soak_phase),
-    ):
-        _timed(report, phase, fn)
+    try:
+        for phase, fn in (
+            ("fuzz", fuzz_phase),
+            ("faults", fault_phase),
+            ("hostile", hostile_phase),
+            ("concurrency", concurrency_phase),
+            ("soak", soak_phase),
+        ):
+            _timed(report, phase, fn)
+    finally:
+        if work_dir is None:
+            _clear_scratch(root)
     return report
+
+
+def _clear_scratch(root: Path) -> None:
+    """Remove a run's own scratch folder (stores, a 100 MB pointer), except the inputs of
+    fuzz findings saved for replay in ``findings/``."""
+    for entry in root.iterdir():
+        if entry.name == "findings":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: findings were saved
+        root.rmdir()
 
 
 def format_report(r: ReliabilityReport) -> str:
@@ -248,6 +286,16 @@ def format_report(r: ReliabilityReport) -> str:
             f"{kind:<16}{len(items):>10}{sum(o.ok for o in items):>8}"
             f"{sum(o.rows_lost for o in items):>11}  {example.point}: {example.detail[:70]}"
         )
+    lines += ["", f"{'hostile store case':<24}{'points':>7}{'held':>6}  example"]
+    cases: dict[str, list[FaultOutcome]] = {}
+    for o in r.hostile:
+        cases.setdefault(o.fault, []).append(o)
+    for name, items in cases.items():
+        example = next((o for o in items if not o.ok), items[0])
+        lines.append(
+            f"{name:<24}{len(items):>7}{sum(o.ok for o in items):>6}  "
+            f"{example.point}: {example.detail[:80]}"
+        )
     c = r.concurrency
     lines += [
         "",
@@ -268,6 +316,7 @@ def format_report(r: ReliabilityReport) -> str:
         "",
         f"inputs fuzzed        {r.inputs_fuzzed:>12,}   findings {r.findings}",
         f"faults injected      {len(r.faults):>12,}   failed {r.faults_failed}",
+        f"hostile store cases  {len(cases):>12,}   failed {r.hostile_failed}",
         f"rows in              {r.rows_in:>12,}",
         f"rows stored          {r.rows_stored:>12,}",
         f"rows quarantined     {r.rows_quarantined:>12,}",
