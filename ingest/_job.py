@@ -19,7 +19,7 @@ from ticktensor.errors import ConfigError, TickTensorError, VersionConflictError
 from ticktensor.ingest._assemble import BLOCK_ROWS, AssembleResult, AssembleTask, assemble
 from ticktensor.ingest._convert import ConvertTask, FileResult, convert_file
 from ticktensor.ingest._engines import make_engine
-from ticktensor.ingest._quarantine import QUARANTINE_SCHEMA
+from ticktensor.ingest._quarantine import QUARANTINE_SCHEMA, first_messages
 from ticktensor.ingest._session_stats import StatsPartial
 from ticktensor.ingest._sources import Input, expand_inputs
 from ticktensor.ingest._staging import Staging, group_parts
@@ -121,6 +121,8 @@ class FileReport:
     note: str | None = None
     #: How the reader mapped the file: ``{"columns": {canonical: source}, "notes": [...]}``.
     inference: dict[str, Any] | None = None
+    #: The first quarantine message of each rule of ``rules``: an example of each reason.
+    examples: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -270,7 +272,7 @@ def ingest(
             results = _phase_assemble(
                 engine, workers, files, staging, store, base, spec, options, progress
             )
-        version, published = _publish(store, base, files, results, spec, staging, options)
+        version, published, examples = _publish(store, base, files, results, spec, staging, options)
     finally:
         staging.remove()
     dups: Counter[str] = Counter()
@@ -302,6 +304,7 @@ def ingest(
                 f.bytes,
                 rules,
                 inference=f.inference,
+                examples=examples.get(f.file, {}),
             )
         )
     reports.sort(key=lambda r: r.file)
@@ -542,7 +545,9 @@ def _publish(
     spec: FeatureSpec | None,
     staging: Staging,
     options: IngestOptions,
-) -> tuple[StoreVersion, bool]:
+) -> tuple[StoreVersion, bool, dict[str, dict[str, str]]]:
+    """Commit the job's packs and tables; also the first quarantine message of each
+    rule, per input file."""
     if not options.replace:
         _check_sessions(base, results)
     tables = [t for r in results for t in r.tables]
@@ -553,6 +558,7 @@ def _publish(
                 dup_by_source.setdefault(src, []).append(
                     r.duplicates.filter(pc.equal(r.duplicates.column("source"), src))
                 )
+    examples: dict[str, dict[str, str]] = {}
     for f in files:
         parts = [staging.read([f.quarantine])] if f.quarantine else []
         parts += dup_by_source.get(f.file, [])
@@ -561,6 +567,7 @@ def _publish(
         q = pa.concat_tables([p.cast(QUARANTINE_SCHEMA) for p in parts])
         # Sorted, so the table (and its hash) does not depend on which task finished first.
         q = q.sort_by([("row", "ascending"), ("rule", "ascending"), ("column", "ascending")])
+        examples[f.file] = first_messages(q)
         tables.append(
             store.write_table(
                 kind="quarantine",
@@ -587,7 +594,7 @@ def _publish(
         replace=True,
         remove_tables=[key for r in results for key in r.removed_tables],
     )
-    return version, version.version != base
+    return version, version.version != base, examples
 
 
 def _stats_notes(version: StoreVersion, spec: FeatureSpec | None) -> list[str]:

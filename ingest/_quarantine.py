@@ -14,7 +14,14 @@ import pyarrow.compute as pc
 from ticktensor.errors import ValidationError
 from ticktensor.schemas import RULES, ValidationResult
 
-__all__ = ["QUARANTINE_SCHEMA", "from_rejects", "from_violations", "raise_first", "rows_as_json"]
+__all__ = [
+    "QUARANTINE_SCHEMA",
+    "first_messages",
+    "from_rejects",
+    "from_violations",
+    "raise_first",
+    "rows_as_json",
+]
 
 #: One row per broken rule (a row breaking two rules appears twice).
 QUARANTINE_SCHEMA = pa.schema(
@@ -131,3 +138,15 @@ def raise_first(quarantine: pa.Table) -> None:
         + (f" ({text})" if text else "")
         + f"; raw: {first['raw']}"
     )
+
+
+def first_messages(table: pa.Table) -> dict[str, str]:
+    """The first message of each rule in a quarantine ``table`` (in its row order): what
+    a report shows as the example of each reason."""
+    rules = table.column("rule")
+    messages = table.column("message")
+    out: dict[str, str] = {}
+    for rule in pc.unique(rules).to_pylist():
+        index = pc.index(rules, rule).as_py()
+        out[str(rule)] = str(messages[index].as_py())
+    return out

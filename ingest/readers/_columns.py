@@ -425,7 +425,10 @@ def _to_timestamp(source: pa.ChunkedArray, plan: ColumnPlan) -> _Converted:
         return (*safe_cast(text, _TS), "is not an ISO 8601 time")
     else:
         parsed, _ = safe_cast(text, pa.timestamp("ns"))
-        reason = "is not an ISO 8601 time without offset"
+        reason = (
+            "is not an ISO 8601 time without offset nor a layout ticktensor recognises; "
+            "give its layout with --ts-format (e.g. '%m/%d/%Y %H:%M')"
+        )
     mask = np.asarray(pc.and_(pc.is_null(parsed), pc.is_valid(text)))
     if pa.types.is_timestamp(parsed.type) and parsed.type.tz is None:
         parsed = _localize(parsed, fmt.timezone)

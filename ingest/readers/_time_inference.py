@@ -117,7 +117,11 @@ def infer_time(first: object, fmt: CsvFormat, *, is_date: bool = False) -> TimeR
     for layout in TEXT_FORMATS:
         if strptime(pa.array([text]), layout).null_count == 0:
             return TimeReading(unit, layout, f"text as {layout!r}, {zone}")
-    return TimeReading(unit, None, f"ISO 8601 text, {zone} (first value {text!r} is not)")
+    return TimeReading(
+        unit,
+        None,
+        f"ISO 8601 text, {zone} (first value {text!r} is not: give its layout with --ts-format)",
+    )
 
 
 def strptime(text: pa.Array, format_: str) -> pa.Array:

@@ -123,3 +123,27 @@ def test_bad_ranges_and_durations_name_the_flags(
     assert err.startswith(f"ticktensor ingest: error: {message}")
     assert python_name not in err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_run_that_stores_nothing_fails_naming_the_top_reasons(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "us-dates.csv"  # MM/DD/YYYY: no layout recognised, every row bad
+    rows = "".join(f"01/{2 + i:02d}/2024 10:00,AAA,10.5,{i + 1}\n" for i in range(5))
+    path.write_text("timestamp,symbol,price,size\n" + rows)
+    out = str(tmp_path / "store")
+    assert cli_ingest(str(path), "--out", out) == 1
+    captured = capsys.readouterr()
+    assert "5 read" in captured.err
+    assert "nothing stored" in captured.err
+    assert "unparseable 5" in captured.err
+    assert "column 'timestamp' value '01/02/2024 10:00'" in captured.err  # an example
+    assert "--ts-format" in captured.err  # and the flag that reads such times
+    assert "--allow-all-quarantined" in captured.err
+    # The counts were still printed, and the flag accepts the outcome.
+    assert "quarantine rules: unparseable 5" in captured.out
+    assert cli_ingest(str(path), "--out", out, "--allow-all-quarantined") == 0
+    # A run that stored rows exits 0 though some were quarantined.
+    good = tmp_path / "good.csv"
+    good.write_text("timestamp,symbol,price,size\n2024-01-02 10:00,AAA,10.5,1\n" + rows)
+    assert cli_ingest(str(good), "--out", str(tmp_path / "other")) == 0

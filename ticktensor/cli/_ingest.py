@@ -87,6 +87,12 @@ def register(sub: Any) -> None:
     p.add_argument("--message", default="", help="version message")
     p.add_argument("--batch-rows", type=positive_int, default=1 << 20, help="rows per read batch")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--allow-all-quarantined",
+        action="store_true",
+        help="exit 0 even when rows were read and every one was quarantined (by default "
+        "such a run fails, naming the top reasons; the quarantine is stored either way)",
+    )
     csv = p.add_argument_group("generic CSV")
     csv.add_argument("--delimiter", default=",")
     csv.add_argument("--no-header", action="store_true")
@@ -237,4 +243,29 @@ def run(args: argparse.Namespace) -> int:
         with open(args.report, "w") as f:
             json.dump([r.to_dict() for r in result.files], f, indent=2)
     print(format_result(result), file=sys.stdout)
+    if result.rows_read and not result.rows_stored and not args.allow_all_quarantined:
+        print(f"ticktensor ingest: error: {nothing_stored(result)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def nothing_stored(result: IngestResult, top: int = 3) -> str:
+    """Why a run that read rows stored none: its top quarantine rules, each with the
+    first message of that rule, and the flag that accepts such a run."""
+    counts: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for f in result.files:
+        for rule, n in f.rules.items():
+            counts[rule] = counts.get(rule, 0) + n
+        for rule, message in f.examples.items():
+            examples.setdefault(rule, message)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top]
+    reasons = "; ".join(
+        f"{rule} {n:,}" + (f" (e.g. {examples[rule]})" if rule in examples else "")
+        for rule, n in ranked
+    )
+    return (
+        f"nothing stored: {result.rows_read:,} read, all quarantined; top reasons: {reasons}. "
+        "Fix the flags the reasons name and run again (the quarantine table of this run is "
+        "in the store), or pass --allow-all-quarantined to accept such a run"
+    )
