@@ -1,5 +1,5 @@
 """A pass as accelerate sees the loaders it wraps: where the loader ends, how much of the last
-step is padding.
+step is padding, and how its first batches are skipped.
 
 accelerate ends a gradient accumulation at the end of a loader and drops the padding of the
 last global step in ``gather_for_metrics``, but it learns both only from loaders that
@@ -7,6 +7,13 @@ register with its ``GradientState``, which its own wrappers do through the publi
 ``DataLoaderStateMixin``. ``Accelerator.prepare`` returns this loader unwrapped, so each
 pass registers itself the same way while an ``Accelerator`` exists. accelerate is never
 imported here: a process that has not imported it gets no link.
+
+accelerate's ``skip_first_batches`` (also ``Accelerator.skip_first_batches``) rebuilds a
+torch ``DataLoader`` around the loader's ``batch_sampler``: per-sample reads, and the
+skipped pass would not end the loader's epoch. :func:`route_skip_first_batches` makes it
+hand a fast-path loader to the loader's own ``skip_first_batches`` instead; it is called
+whenever a loader is built or starts a pass in a process that has imported accelerate,
+and every other loader still goes to accelerate's function.
 """
 
 from __future__ import annotations
@@ -19,7 +26,11 @@ from typing import Any
 
 from .sharding import ShardPlan
 
-__all__ = ["accelerate_link", "end", "last_batch"]
+__all__ = ["accelerate_link", "end", "last_batch", "route_skip_first_batches"]
+
+# Where accelerate's function is looked up when called: the module that defines it, the
+# one whose Accelerator.skip_first_batches calls it, and the package's own name for it.
+_SKIP_HOMES = ("accelerate.data_loader", "accelerate.accelerator", "accelerate")
 
 
 def accelerate_link(plan: ShardPlan, owner: object) -> Any | None:
@@ -79,3 +90,24 @@ def _padded_tail(plan: ShardPlan) -> int:
     size = plan.global_batch_size
     last_first = plan.start_sample + (plan.num_steps - 1) * size
     return (plan.order.shape[0] - plan.padded - last_first) % size
+
+
+def route_skip_first_batches() -> None:
+    """Make accelerate's ``skip_first_batches`` call ``loader._skip_first_batches(k)`` for
+    loaders that have one (a fast-path ticktensor loader), once accelerate is imported."""
+    home = sys.modules.get("accelerate.data_loader")
+    original = getattr(home, "skip_first_batches", None)
+    if original is None or getattr(original, "_ticktensor_route", False):
+        return
+
+    @functools.wraps(original)
+    def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
+        own = getattr(dataloader, "_skip_first_batches", None)
+        skipped = None if own is None else own(num_batches)
+        return original(dataloader, num_batches) if skipped is None else skipped
+
+    skip_first_batches._ticktensor_route = True  # type: ignore[attr-defined]
+    for name in _SKIP_HOMES:
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "skip_first_batches", None) is original:
+            module.skip_first_batches = skip_first_batches  # type: ignore[attr-defined]

@@ -20,8 +20,8 @@ position while its iterator lives, else the start of the next pass.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,7 @@ from . import _accelerate
 from .batch_source import BatchSource
 from .sharding import EpochState, ShardPlan
 
-__all__ = ["Pass", "PassIterator", "PassState"]
+__all__ = ["Pass", "PassIterator", "PassState", "SkippedPasses"]
 
 
 class PassState:
@@ -245,3 +245,35 @@ class PassIterator(Iterator[Any]):
 
     def __len__(self) -> int:
         return self._length() if self._plan is None else self._plan.num_steps
+
+
+class SkippingLoader(Protocol):
+    """What :class:`SkippedPasses` needs of the loader."""
+
+    def _iter(self, skip: int) -> PassIterator: ...
+
+    def __len__(self) -> int: ...
+
+
+class SkippedPasses(Iterable[Any]):
+    """A loader whose passes start ``skip`` batches after where its own would start
+    (``DataLoader.skip_first_batches``): each ``iter()`` is a pass of the loader, which
+    ends its epoch like a whole pass. Other attributes are the loader's."""
+
+    def __init__(self, loader: SkippingLoader, skip: int) -> None:
+        self.loader = loader
+        self.skip = skip
+
+    def __iter__(self) -> PassIterator:
+        return self.loader._iter(self.skip)
+
+    def __len__(self) -> int:
+        return max(0, len(self.loader) - self.skip)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("loader", "skip"):
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
+    def __repr__(self) -> str:
+        return f"SkippedPasses({self.loader!r}, skip={self.skip})"

@@ -16,9 +16,10 @@ from torch.utils.data import Sampler, default_collate
 
 from ticktensor.errors import ConfigError, SlowPathWarning
 
+from . import _accelerate
 from ._orders import EpochOrders
 from ._pass_samplers import PassBatchSampler, PassSampler, ShardSampler
-from ._passes import Pass, PassIterator, PassState
+from ._passes import Pass, PassIterator, PassState, SkippedPasses
 from ._prefetch import PrefetchStats
 from ._stats import loader_stats
 from ._wrappers import FastPath, SlowPath, fast_path
@@ -207,6 +208,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             self._torch = None
             self._path = path
             self._setup_fast(path, fast or FastOptions(), announce=announce)
+            _accelerate.route_skip_first_batches()
         self._mirror_attributes()
 
     def _setup_fast(self, path: FastPath, options: FastOptions, *, announce: bool) -> None:
@@ -426,6 +428,33 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             return batches if transform is None else map(transform, batches)
         return self._iter(0)
 
+    def skip_first_batches(self, num_batches: int) -> SkippedPasses:
+        """This loader with each pass starting ``num_batches`` batches in.
+
+        ``iter()`` of the result is a pass of this loader that begins where
+        ``iter(loader)`` would (the epoch's start, or a position given to
+        :meth:`load_state_dict`) and skips ``num_batches`` batches without assembling
+        them; it ends the epoch like a whole pass, so the loader's next pass is the next
+        epoch. ``len()`` is ``len(loader) - num_batches``. accelerate's
+        ``skip_first_batches(loader, k)`` (and ``Accelerator.skip_first_batches``) return
+        this for a fast-path loader.
+
+        Examples
+        --------
+        >>> # resuming in the epoch of a checkpoint taken after `step` batches:
+        >>> # for batch in loader.skip_first_batches(step): ...
+        >>> # for batch in loader: ...    # the next epoch, whole
+        """
+        if isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 0:
+            raise ConfigError(f"num_batches: expected an integer >= 0, got {num_batches!r}")
+        self._require_fast("skip_first_batches")
+        return SkippedPasses(self, int(num_batches))
+
+    def _skip_first_batches(self, num_batches: int) -> SkippedPasses | None:
+        """accelerate's ``skip_first_batches`` for this loader (``None``: torch's path,
+        left to accelerate)."""
+        return None if self._torch is not None else self.skip_first_batches(num_batches)
+
     def _iter(self, skip: int) -> PassIterator:
         """A pass that begins at its first ``next()``, ``skip`` batches in.
 
@@ -435,6 +464,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         """
         path = self._path
         assert path is not None
+        _accelerate.route_skip_first_batches()
         early = None if self.options.dali is not None else self._early_source(skip)
         held = [early]
 

@@ -81,6 +81,31 @@ def test_skip_first_batches_yields_exactly_the_rest(
     assert rest == expected[3:]
 
 
+@pytest.mark.parametrize("resume_epoch", [0, 1])
+def test_the_documented_resume_loop_equals_an_uninterrupted_run(
+    version: StoreVersion, accelerator: Any, resume_epoch: int
+) -> None:
+    """accelerate's checkpointing guide: in the epoch of the checkpoint, skip the batches
+    trained before it (``skip_first_batches``); then the plain loader, epoch after epoch."""
+    epochs, resume_step = 3, 3
+    whole = loader(version)
+    uninterrupted = [batch_ids(whole) for _ in range(epochs)]
+
+    ours = accelerator.prepare(loader(version))  # a new process's loader
+    ours.set_epoch(resume_epoch)  # the epoch named by the checkpoint (0: nothing to set)
+    trained = []
+    for epoch in range(resume_epoch, epochs):
+        if epoch == resume_epoch:
+            active = accelerator.skip_first_batches(ours, resume_step)
+            assert not isinstance(active, torch.utils.data.DataLoader)  # the fast path
+            assert len(active) == len(ours) - resume_step
+        else:
+            active = ours
+        trained.append(batch_ids(active))
+    assert trained[0] == uninterrupted[resume_epoch][resume_step:]
+    assert trained[1:] == uninterrupted[resume_epoch + 1 :]
+
+
 def test_save_state_and_load_state_resume_mid_epoch(
     version: StoreVersion, accelerator: Any, tmp_path: Path
 ) -> None:
