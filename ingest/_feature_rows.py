@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -228,7 +229,12 @@ class Rows:
     def _join_cum(self, quantity: str, key: str, name: str) -> None:
         if self.clock in _BOOK_CLOCKS:
             if self._trades is None:  # no trades given: nothing traded
-                self.frame = self.frame.with_columns(pl.lit(0.0).alias(name))
+                # Version 2 on: a column of zeros, whose windows are +0.0 as with trades
+                # given; polars turns windows of a constant column into -0.0.
+                zero = pl.lit(0.0)
+                if self.fixed_order:
+                    zero = pl.lit(pl.Series(name, np.zeros(self.height), pl.Float64))
+                self.frame = self.frame.with_columns(zero.alias(name))
             else:
                 per = self._trade_column(quantity, self._trades)
                 self._join_trades(self.per_series(per.cum_sum()), key, name)

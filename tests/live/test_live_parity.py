@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ticktensor.errors import ConfigError
 from ticktensor.live import LiveEngine, Quote, Trade, Verdict, batch_of_tables
+from ticktensor.schemas import FeatureSpec
 
 from .conftest import assert_bits_equal, batch_reference, by_symbol, live_spec, market
 
@@ -50,3 +52,18 @@ def test_one_push_at_a_time_equals_the_batch() -> None:
         if row is not None:
             rows.append(row)
     assert_bits_equal(np.stack(rows), whole.values, spec.features)
+
+
+@pytest.mark.parametrize("clock", ["quotes", "trades"])
+def test_version_1_specs_without_volatility_replay_too(
+    clock: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stores of spec version 1 hold the live values of every feature but volatility."""
+    features = tuple(f for f in live_spec(clock).features if not f.startswith("volatility"))
+    spec = FeatureSpec(features, clock=clock)  # type: ignore[arg-type]
+    events = market()
+    ref, _ = batch_reference(events, spec, monkeypatch)
+    rows = LiveEngine(spec).replay(events)
+    assert_bits_equal(rows.values[by_symbol(rows, ref.symbols)], ref.features.values, features)
+    with pytest.raises(ConfigError, match="version >= 2"):
+        LiveEngine(FeatureSpec(("volatility_20",), clock=clock))  # type: ignore[arg-type]

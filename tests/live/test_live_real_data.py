@@ -1,0 +1,57 @@
+"""Real sample files, ingested into a store: replaying each stored session gives its pack's rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ticktensor.ingest import IngestOptions, ingest
+from ticktensor.ingest.readers import ReadOptions
+from ticktensor.live import LiveEngine, session_events
+from ticktensor.schemas import FeatureSpec
+
+from .conftest import COMMON, FEATURES, assert_bits_equal, by_symbol
+
+DATA = Path("/work/shared/data")
+DBN = ("futures_mbp-1_2024-07-01T23-58_2024-07-02T00-02.dbn.zst",
+       "futures_trades_2024-07-01T23-58_2024-07-02T00-02.dbn.zst")  # fmt: skip
+CASES = {
+    "dbn mbp-1 + trades": ([f"dbn/{name}" for name in DBN], None),
+    "binance capture": (["binance/spot_btcusdt_20240808.gz"], None),
+    "fx quotes": (["fx/usdjpy-ticks.csv"], "USDJPY"),
+    "tardis quotes + trades": (
+        ["tardis/huobi-dm-swap_quotes_BTC-USD.csv", "tardis/bitmex_trades_XBTUSD.csv"],
+        None,
+    ),
+}
+SPECS = {
+    "quotes": FeatureSpec(FEATURES["quotes"], version=2),
+    "trades": FeatureSpec(("price", *COMMON), version=2, clock="trades"),
+}
+
+
+@pytest.mark.parametrize("clock", sorted(SPECS))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_replaying_stored_sessions_of_real_files(case: str, clock: str, tmp_path: Path) -> None:
+    files, symbol = CASES[case]
+    paths = [DATA / f for f in files]
+    if not all(p.exists() for p in paths):
+        pytest.skip(f"sample files of {case} are not here")
+    spec = SPECS[clock]
+    options = IngestOptions(spec=spec, workers=1, read=ReadOptions(symbol=symbol))
+    if clock == "trades" and case == "fx quotes":
+        pytest.skip("quotes only: no rows on the trades clock")
+    v = ingest([str(p) for p in paths], str(tmp_path / "store"), options, progress=False).version
+    assert v.packs, "the ingest stored no feature rows"
+    compared = 0
+    for pack in v.packs:
+        engine = LiveEngine.for_version(v)
+        rows = engine.replay(session_events(v, pack.session))
+        stored = v.read_pack(pack)
+        order = by_symbol(rows, stored.symbols)
+        np.testing.assert_array_equal(rows.ts[order], stored.ts)
+        assert_bits_equal(rows.values[order], stored.values, spec.features)
+        compared += stored.ts.size
+    assert compared > 0
