@@ -1,4 +1,4 @@
-"""``ticktensor bench loader|ingest|train|all|report``: throughput against baselines and limits."""
+"""``ticktensor bench loader|ingest|train|all|wide|live|report``: figures against baselines."""
 
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ def register(sub: Any) -> None:
             add_wide_arguments(parser, prefix="wide-")
         parser.set_defaults(run=run_bench, part=part)
     _register_wide(benches)
+    _register_live(benches)
     report = benches.add_parser(
         "report",
         help="render a results file: text, Markdown, plot, README section",
@@ -72,6 +73,43 @@ def _register_wide(benches: Any) -> None:
     add_wide_arguments(wide)
     wide.add_argument("--json", type=Path, help="write the options, figures and rows")
     wide.set_defaults(run=run_wide, part="wide")
+
+
+def _register_live(benches: Any) -> None:
+    help_text = (
+        "live features: latency per tick of a 10-feature spec (C++ API, one core), events/s "
+        "of a wide replay (batch API, one core), against a polars recompute over a trailing "
+        "window and a numpy incremental loop, in one run"
+    )
+    live = benches.add_parser("live", help=help_text, description=help_text + ".")
+    live.add_argument("--quick", action="store_true", help="smaller sizes (a few seconds)")
+    live.add_argument("--latency-quotes", type=int, metavar="N", help="quotes timed (200,000)")
+    live.add_argument("--wide-symbols", type=int, metavar="N", help="symbols replayed (1,000)")
+    live.add_argument("--wide-quotes", type=int, metavar="N", help="quotes per symbol (2,000)")
+    live.add_argument("--repeats", type=int, metavar="N", help="repetitions, the best counts (3)")
+    live.add_argument("--json", type=Path, help="write the options, figures and goals")
+    live.set_defaults(run=run_live, part="live")
+
+
+def run_live(args: argparse.Namespace) -> int:
+    from ticktensor.bench.live import LiveOptions, format_live, run_live
+    from ticktensor.bench.machine import describe_run
+
+    meta = describe_run(_command(args))
+    print(f"# command: {meta['command']}")
+    options = LiveOptions.quick() if args.quick else LiveOptions()
+    given = _given(args, "latency_quotes", "wide_symbols", "wide_quotes", "repeats")
+    options = dataclasses.replace(options, **given)
+    doc = run_live(options)
+    meta["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(format_live(doc))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        document = {"format": "ticktensor-bench-live/1", "meta": meta,
+                    "options": dataclasses.asdict(options), **doc}  # fmt: skip
+        args.json.write_text(json.dumps(document, indent=1) + "\n")
+        print(f"# results written to {args.json}")
+    return 0
 
 
 def add_wide_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:

@@ -156,6 +156,23 @@ class LiveEngine:
         names = np.asarray(batch.symbols, dtype=object)[batch.symbol[event]]
         return LiveRows(tuple(names), batch.ts[event], values, rows[:m], event, verdicts)
 
+    def push_timed(self, batch: EventBatch) -> npt.NDArray[np.int64]:
+        """Take a batch as :meth:`push_batch` does, but event by event through the C++
+        API, returning each push's time in ns (the rows are not kept): latency figures."""
+        ids = np.fromiter(
+            (self.symbol_id(s) for s in batch.symbols), dtype=np.uint32, count=len(batch.symbols)
+        )
+        ns = np.empty(len(batch), dtype=np.int64)
+        self._native.push_timed(
+            np.ascontiguousarray(batch.kind, dtype=np.uint8),
+            np.ascontiguousarray(ids[batch.symbol] if ids.size else batch.symbol),
+            np.ascontiguousarray(batch.ts, dtype=np.int64),
+            np.ascontiguousarray(batch.values, dtype=np.float64),
+            np.ascontiguousarray(batch.key, dtype=np.uint64),
+            ns,
+        )
+        return ns
+
     def replay(self, events: Mapping[EventKind, pa.Table]) -> LiveRows:
         """Replay canonical quote and trade tables (a stored session's, or a reader's)
         in the order of :func:`~ticktensor.live.batch_of_tables`."""
