@@ -86,10 +86,10 @@ def _python_push(batch: EventBatch, n: int) -> float:
     """Mean µs of one ``LiveEngine.push`` call from Python (quotes only)."""
     engine = LiveEngine(LIVE_SPEC)
     name = batch.symbols[0]
-    quotes = [
-        Quote(name, int(batch.ts[k]), *map(float, batch.values[k]))
-        for k in np.flatnonzero(batch.kind == 0)[:n]
-    ]
+    quotes = []
+    for k in np.flatnonzero(batch.kind == 0)[:n].tolist():
+        bid, ask, bid_sz, ask_sz = batch.values[k].tolist()
+        quotes.append(Quote(name, int(batch.ts[k]), bid, ask, bid_sz, ask_sz))
     start = time.perf_counter()
     for q in quotes:
         engine.push(q)

@@ -154,8 +154,8 @@ def batch_of_tables(events: Mapping[EventKind, pa.Table], clock: str) -> EventBa
         )
     if not parts:
         raise ConfigError("no quote or trade events to replay")
-    kind, symbol, ts, values, key, first = (np.concatenate(c) for c in zip(*parts, strict=True))
+    columns = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    ts, first = columns[2], columns[5]
     order = np.lexsort((np.arange(ts.size), first, ts))
-    return EventBatch(
-        kind[order], symbol[order], ts[order], values[order], key[order], tuple(names)
-    )
+    codes, symbol, _, values, key, _ = (c[order] for c in columns)
+    return EventBatch(codes, symbol, ts[order], values, key, tuple(names))
