@@ -18,7 +18,7 @@ import numpy as np
 from ticktensor.errors import StoreCorruptError
 
 from ._location import Location
-from ._manifest import SegmentRecord
+from ._manifest import ZARR_JSON_BYTES, SegmentRecord
 
 __all__ = ["ChunkMap", "StoredChunk", "codec_of", "segment_chunk_map"]
 
@@ -101,7 +101,7 @@ def segment_chunk_map(location: Location, record: SegmentRecord, array: str) -> 
     rel = f"{record.path}/{array}"
     location.refuse_links(rel)  # a symlinked segment must not lead out of the store
     try:
-        meta = json.loads(location.read_bytes(f"{rel}/zarr.json"))
+        meta = json.loads(location.read_bytes(f"{rel}/zarr.json", limit=ZARR_JSON_BYTES))
         shape = [int(n) for n in meta["shape"]]
         chunk_rows = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:

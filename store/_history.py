@@ -23,10 +23,18 @@ from ticktensor.errors import StoreCorruptError
 
 from ._location import Location
 from ._log import LOG_FORMAT, CheckpointRef, LogEntry
-from ._manifest import Manifest, load_json, sha256_hex
+from ._manifest import VERSION_FILE_BYTES, Manifest, load_json, sha256_hex
 from ._state import VersionState
 
-__all__ = ["CACHE", "StateCache", "checkpoint_path", "entry_path", "parent_sha256", "read_state"]
+__all__ = [
+    "CACHE",
+    "StateCache",
+    "checkpoint_path",
+    "checkpoint_problems",
+    "entry_path",
+    "parent_sha256",
+    "read_state",
+]
 
 
 def entry_path(version: int) -> str:
@@ -69,7 +77,7 @@ CACHE = StateCache()
 
 def _read(location: Location, rel: str, what: str) -> bytes:
     try:
-        return location.read_bytes(rel)
+        return location.read_bytes(rel, limit=VERSION_FILE_BYTES)
     except FileNotFoundError:
         raise StoreCorruptError(f"{location.display(rel)}: {what} is missing") from None
 
@@ -158,7 +166,106 @@ def _read_checkpoint(
     _check_version(manifest.version, entry.version, cp_where)
     if manifest.parent_sha256 != entry.parent_sha256:
         raise StoreCorruptError(f"{cp_where}: names another parent than its log entry {where}")
-    return VersionState.from_manifest(manifest, digest, cp_where)
+    state = VersionState.from_manifest(manifest, digest, cp_where)
+    disagree = _entry_disagreements(entry, state)
+    if disagree:
+        raise StoreCorruptError(
+            f"{cp_where}: the checkpoint disagrees with the log entry it summarises, "
+            f"{where}: {_listed(disagree)}",
+            [(ref.path, "checkpoint disagrees with its log entry")],
+        )
+    return state
+
+
+def _entry_disagreements(entry: LogEntry, state: VersionState) -> list[str]:
+    """Where a checkpoint's ``state`` contradicts the entry of its version: a field of
+    the version, a record the entry adds that the checkpoint lacks, or one the entry
+    removes that it keeps. O(the entry): every open of a checkpoint makes this check;
+    ``verify`` replays the whole log (:func:`checkpoint_problems`)."""
+    info = state.info
+    fields = {
+        "parent": (entry.parent, info.parent),
+        "created": (entry.created, info.created),
+        "message": (entry.message, info.message),
+        "feature_names": (entry.feature_names, info.feature_names),
+        "label_names": (entry.label_names, info.label_names),
+        "stats": (entry.stats, info.stats),
+        "attributes": (dict(entry.attributes), dict(info.attributes)),
+    }
+    out = [
+        f"{name} is {logged!r:.80} in the entry, {kept!r:.80} in the checkpoint"
+        for name, (logged, kept) in fields.items()
+        if logged != kept
+    ]
+    kinds = (
+        ("segment", entry.segments, entry.removed_segments, state.segments),
+        ("table", entry.tables, entry.removed_tables, state.tables),
+        ("pack", entry.packs, entry.removed_packs, state.packs),
+    )
+    for kind, added, removed, held in kinds:
+        out.extend(
+            f"the entry adds {kind} {'/'.join(rec.key)} at {rec.path}, the checkpoint "
+            "does not hold it"
+            for rec in added
+            if held.get(rec.key) != rec  # type: ignore[call-overload]
+        )
+        readded = {rec.key for rec in added}
+        for rm in removed:
+            kept = held.get(rm.key)  # type: ignore[call-overload]
+            if rm.key not in readded and kept is not None and kept.path == rm.path:
+                out.append(
+                    f"the entry removes {kind} {'/'.join(rm.key)} at {rm.path}, "
+                    "the checkpoint still holds it"
+                )
+    return out
+
+
+def _listed(problems: list[str], most: int = 5) -> str:
+    more = f"; and {len(problems) - most} more" if len(problems) > most else ""
+    return "; ".join(problems[:most]) + more
+
+
+def checkpoint_problems(location: Location, version: int) -> list[tuple[str, str]]:
+    """Replay the log from its first entry to ``version`` and compare every checkpoint on
+    the way with the state the entries up to it give: ``(path, why)`` for each that
+    disagrees. A format-1 manifest on the way is a full state: the replay starts again
+    there. Reads every version file (this is ``verify``'s check; an open trusts a
+    checkpoint its entry vouches for, after :func:`_entry_disagreements`).
+
+    Raises :class:`StoreCorruptError` for a version file that is missing, malformed or
+    does not follow its parent.
+    """
+    problems: list[tuple[str, str]] = []
+    state = VersionState.before_first()
+    first = 0
+    for v in range(version + 1):
+        rel = entry_path(v)
+        data = _read(location, rel, f"version file of version {v}")
+        digest = sha256_hex(data)
+        where = location.display(rel)
+        doc = load_json(data, where, "version file")
+        if not isinstance(doc, dict) or doc.get("format") != LOG_FORMAT:
+            manifest = Manifest.from_doc(doc, where)
+            _check_version(manifest.version, v, where)
+            state, first = VersionState.from_manifest(manifest, digest, where), v
+            continue
+        entry = LogEntry.from_doc(doc, where)
+        _check_version(entry.version, v, where)
+        state = state.apply(entry, digest, where)
+        if entry.checkpoint is None:
+            continue
+        kept = _read_checkpoint(location, entry, entry.checkpoint, digest, where)
+        differ = state.differences(kept, "the log", "the checkpoint")
+        if differ:
+            cp_where = location.display(entry.checkpoint.path)
+            problems.append(
+                (
+                    entry.checkpoint.path,
+                    f"{cp_where} disagrees with the log entries it summarises "
+                    f"({entry_path(first)} to {rel}): {_listed(differ)}",
+                )
+            )
+    return problems
 
 
 def parent_sha256(location: Location, version: int) -> str:

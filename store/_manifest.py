@@ -17,6 +17,10 @@ from ._location import check_relative
 __all__ = [
     "ALL_SYMBOLS",
     "FORMAT_VERSION",
+    "HEADER_BYTES",
+    "POINTER_BYTES",
+    "VERSION_FILE_BYTES",
+    "ZARR_JSON_BYTES",
     "FeatureStats",
     "FileEntry",
     "Manifest",
@@ -42,6 +46,20 @@ READABLE_FORMAT_VERSIONS = (1, 2)
 # A tuple, not a set: membership of a (format, version) read from a file must not hash
 # whatever JSON value the version is (a list would raise TypeError).
 MANIFEST_FORMATS = (("ticktensor.manifest", 1), ("ticktensor.checkpoint", 2))
+
+# The most bytes of each kind of JSON document a reader reads; a larger file is refused
+# before it is read, since a parsed document takes ~30x its size in memory. Each limit
+# is far above what ticktensor writes.
+#: ``latest.json`` (about 200 bytes).
+POINTER_BYTES = 64 << 10
+#: ``ticktensor.json``, the store header (under 1 KB).
+HEADER_BYTES = 1 << 20
+#: A version file (log entry or format-1 manifest) or a checkpoint: about 750 bytes per
+#: segment record, so a format-1 manifest of 100,000 (symbol, session) pairs is ~75 MB.
+VERSION_FILE_BYTES = 256 << 20
+#: A ``zarr.json`` of a segment or a pack; a pack's group lists every symbol and its
+#: offset (~25 bytes each: 100,000 symbols are ~2.5 MB).
+ZARR_JSON_BYTES = 64 << 20
 
 
 def sha256_hex(data: bytes | memoryview) -> str:

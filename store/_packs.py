@@ -31,7 +31,7 @@ from ._chunk_map import ChunkMap, StoredChunk, codec_of
 from ._guard import GuardedPackStore
 from ._layout import Layout
 from ._location import Location, safe_component
-from ._manifest import FileEntry, PackRecord, sha256_hex
+from ._manifest import ZARR_JSON_BYTES, FileEntry, PackRecord, sha256_hex
 from ._segments import check_rows
 from ._zarr_write import padded_chunk
 
@@ -259,8 +259,9 @@ def _checked_read(location: Location, record: PackRecord, key: str) -> bytes:
     where = f"pack {record.session} ({location.display(rel)})"
     if entry is None:
         raise StoreCorruptError(f"{where}: not listed in the pack's record", [(rel, "unlisted")])
+    limit = ZARR_JSON_BYTES if key.endswith("zarr.json") else None  # parsed: bounded
     try:
-        data = location.read_bytes(rel)
+        data = location.read_bytes(rel, limit=limit)
     except FileNotFoundError:
         raise StoreCorruptError(f"{where}: file is missing", [(rel, "missing")]) from None
     if len(data) != entry.bytes or sha256_hex(data) != entry.sha256:
@@ -277,7 +278,7 @@ def read_pack_index(location: Location, record: PackRecord) -> PackIndex:
     data = _checked_read(location, record, "zarr.json")
     try:
         attrs = json.loads(data)["attributes"]["ticktensor"]
-        symbols = tuple(str(s) for s in attrs["symbols"])
+        symbols = _symbol_list(attrs["symbols"], where)
         offsets = np.asarray(attrs["offsets"], dtype=np.int64)
         chunk_rows, shard_rows = int(attrs["chunk_rows"]), int(attrs["shard_rows"])
         format_version = int(attrs["format_version"])
@@ -303,6 +304,30 @@ def read_pack_index(location: Location, record: PackRecord) -> PackIndex:
             f"reads (1..{PACK_FORMAT_VERSION}); upgrade ticktensor"
         )
     return PackIndex(record, symbols, offsets, chunk_rows, shard_rows, format_version)
+
+
+def _symbol_list(value: object, where: str) -> tuple[str, ...]:
+    """A pack's symbol list as read: non-empty, distinct names in sorted order (readers
+    find a symbol's rows by binary search), or a ``StoreCorruptError`` naming the entry."""
+    if not isinstance(value, list) or not value:
+        raise StoreCorruptError(
+            f"{where}: symbol list is {value!r:.60}, expected a non-empty list of names "
+            "(rule: pack_symbols)"
+        )
+    for i, name in enumerate(value):
+        if not isinstance(name, str):
+            why = f"is {type(name).__name__}, expected a string"
+        elif not name:
+            why = "is empty"
+        elif i and name <= value[i - 1]:
+            why = f"follows {value[i - 1]!r:.60}: names must be sorted and distinct"
+        else:
+            continue
+        raise StoreCorruptError(
+            f"{where}: symbol list entry {i} {name!r:.60} {why} (rule: pack_symbols)",
+            [(where, f"symbol list entry {i}")],
+        )
+    return tuple(value)
 
 
 def _inner_codec(meta: dict[str, Any]) -> str:
@@ -355,6 +380,7 @@ def pack_chunk_map(
     chunks: list[StoredChunk] = []
     for shard in range(-(-n_chunks // per_shard)):
         key = f"{array}/c/{shard}{suffix}"
+        end = 0  # of the previous chunk: entries are in order and disjoint
         entry = record.files.get(key)
         if entry is None:
             raise StoreCorruptError(f"{where}: shard {key} is not listed", [(key, "unlisted")])
@@ -371,6 +397,14 @@ def pack_chunk_map(
                     f"outside its data",
                     [(key, "bad shard index")],
                 )
+            if offset < end:
+                raise StoreCorruptError(
+                    f"{where}: shard {key} indexes chunk {k} at bytes {offset}+{nbytes}, "
+                    f"before the end of chunk {k - 1} at byte {end}: the index's entries "
+                    "must be in order and must not overlap",
+                    [(key, "bad shard index")],
+                )
+            end = offset + nbytes
             chunks.append(
                 StoredChunk(
                     rel=f"{record.path}/{key}",

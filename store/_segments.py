@@ -18,7 +18,7 @@ from ._chunk_map import StoredChunk, codec_of
 from ._guard import GuardedStore, decode_chunk
 from ._layout import Layout
 from ._location import Location, safe_component
-from ._manifest import FileEntry, SegmentRecord, SourceFile, sha256_hex
+from ._manifest import ZARR_JSON_BYTES, FileEntry, SegmentRecord, SourceFile, sha256_hex
 from ._zarr_write import array_files, group_file
 
 __all__ = [
@@ -414,8 +414,11 @@ def _checked_file(location: Location, record: SegmentRecord, key: str, where: st
     entry = record.files.get(key)
     if entry is None:
         return None
+    if key.endswith("zarr.json") and entry.bytes > ZARR_JSON_BYTES:
+        why = f"{entry.bytes:,} bytes recorded, a zarr.json holds at most {ZARR_JSON_BYTES:,}"
+        raise StoreCorruptError(f"{where} chunk {key}: {why}", [(key, why)])
     try:
-        data = _read_file(location, f"{record.path}/{key}")
+        data = _read_file(location, f"{record.path}/{key}", entry.bytes)
     except FileNotFoundError:
         why = "file is missing"
     except OSError as exc:  # an I/O error names the chunk it hit
@@ -432,12 +435,13 @@ def _checked_file(location: Location, record: SegmentRecord, key: str, where: st
     raise StoreCorruptError(f"{where} chunk {key}: {why}", [(key, why)])
 
 
-def _read_file(location: Location, rel: str) -> bytes:
-    """The bytes of the store's file ``rel``: opened directly on a local store (the
-    filesystem layer costs more than reading a small file), else through it."""
+def _read_file(location: Location, rel: str, recorded: int) -> bytes:
+    """The bytes of the store's file ``rel``, at most one more than the ``recorded`` size
+    (enough to tell a larger file): opened directly on a local store (the filesystem
+    layer costs more than reading a small file), else through it."""
     if location.is_local:
         with open(location.path(rel), "rb") as f:
-            return f.read()
+            return f.read(recorded + 1)
     return location.read_bytes(rel)
 
 

@@ -15,6 +15,18 @@ from ._manifest import Manifest, PackRecord, SegmentRecord, TableRecord
 __all__ = ["Changes", "VersionState"]
 
 _R = TypeVar("_R", SegmentRecord, TableRecord, PackRecord)
+#: The fields of a version besides its records.
+_VERSION_FIELDS = (
+    "version",
+    "parent",
+    "parent_sha256",
+    "created",
+    "message",
+    "feature_names",
+    "label_names",
+    "stats",
+    "attributes",
+)
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,30 @@ class VersionState:
             attributes=entry.attributes,
         )
         return VersionState(entry.version, sha256, info, segments, tables, packs)
+
+    def differences(self, other: VersionState, ours: str, theirs: str) -> list[str]:
+        """How ``other`` (the same version as read from elsewhere) differs from this
+        state, each difference a sentence naming the two sides ``ours`` and ``theirs``
+        (e.g. "the log", "the checkpoint"); empty when both describe one version."""
+        out = []
+        for name in _VERSION_FIELDS:
+            mine, their = getattr(self.info, name), getattr(other.info, name)
+            if mine != their:
+                out.append(f"{name} is {mine!r:.80} in {ours}, {their!r:.80} in {theirs}")
+        kinds = (
+            ("segment", self.segments, other.segments),
+            ("table", self.tables, other.tables),
+            ("pack", self.packs, other.packs),
+        )
+        for kind, records, others in kinds:
+            for key in sorted(records.keys() | others.keys()):
+                here, there = records.get(key), others.get(key)
+                if here == there:
+                    continue
+                at = f"at {here.path}" if here is not None else "absent"
+                other_at = f"at {there.path}" if there is not None else "absent"
+                out.append(f"{kind} {'/'.join(key)} is {at} in {ours}, {other_at} in {theirs}")
+        return out
 
     def changes(
         self,

@@ -22,13 +22,23 @@ from ticktensor.errors import (
     VersionNotFoundError,
 )
 
-from ._history import CACHE, StateCache, checkpoint_path, entry_path, parent_sha256, read_state
+from ._history import (
+    CACHE,
+    StateCache,
+    checkpoint_path,
+    checkpoint_problems,
+    entry_path,
+    parent_sha256,
+    read_state,
+)
 from ._layout import Layout
 from ._location import Location
 from ._log import CheckpointRef, LogEntry, RemovedRecord
 from ._manifest import (
     ALL_SYMBOLS,
     FORMAT_VERSION,
+    HEADER_BYTES,
+    POINTER_BYTES,
     READABLE_FORMAT_VERSIONS,
     FeatureStats,
     FileEntry,
@@ -148,7 +158,7 @@ class Store:
         location = Location(str(url), dict(storage_options or {}))
         where = location.display(STORE_FILE)
         try:
-            data = location.read_bytes(STORE_FILE)
+            data = location.read_bytes(STORE_FILE, limit=HEADER_BYTES)
         except FileNotFoundError:
             raise StoreNotFoundError(
                 f"{location.display('')}: no ticktensor store here (missing {STORE_FILE}); "
@@ -233,7 +243,7 @@ class Store:
     def _read_pointer(self) -> dict[str, Any]:
         where = self._location.display(POINTER_FILE)
         try:
-            data = self._location.read_bytes(POINTER_FILE)
+            data = self._location.read_bytes(POINTER_FILE, limit=POINTER_BYTES)
         except FileNotFoundError:
             raise StoreCorruptError(f"{where}: version pointer is missing") from None
         pointer = load_json(data, where, "version pointer")
@@ -568,17 +578,31 @@ class Store:
         *,
         on_file: Callable[[str, int], None] | None = None,
     ) -> VerifyReport:
-        """Re-hash every file of a version (default: latest) against its manifest.
+        """Re-hash every file of a version (default: latest) against its manifest, and
+        check what readers check when they open it.
 
-        Raises :class:`~ticktensor.errors.StoreCorruptError` naming each damaged or
-        missing chunk; returns a report of what was checked when all is intact.
+        The whole log up to the version is replayed, and every checkpoint on the way
+        must agree with it; every record must pass the checks of a reader's open
+        (symlinks, a pack's symbol list and shard indexes). Raises
+        :class:`~ticktensor.errors.StoreCorruptError` naming each damaged or missing
+        chunk and each disagreement; returns a report of what was checked when all is
+        intact.
         """
         # Everything is read again (no cache), and the version file's own hash is
         # checked by verify_manifest, which reports it with every other problem.
         pinned = self._pin(version, check_hash=False, cache=StateCache())
         expected = self._expected_hash(pinned.version)
+        try:
+            log = checkpoint_problems(self._location, pinned.version)
+        except StoreCorruptError as exc:
+            log = [(entry_path(pinned.version), str(exc))]
         return verify_manifest(
-            self._location, pinned.manifest, entry_path(pinned.version), expected, on_file
+            self._location,
+            pinned.manifest,
+            entry_path(pinned.version),
+            expected,
+            on_file,
+            problems=log,
         )
 
     def repair(self, *, grace_s: float = 3600.0, dry_run: bool = False) -> RepairReport:

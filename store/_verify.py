@@ -1,5 +1,9 @@
 """Verification: re-hash stored bytes against a manifest and name what is damaged.
 
+Besides the hashes, a version passes the checks every reader makes when it opens a
+record (no symlink in the store, a pack's symbol list and shard indexes), so ``verify``
+never says OK on a version that readers refuse.
+
 A segment's chunk is a file, so a file that fails its hash names the chunk. A pack's
 shard holds many inner chunks: when one fails, its index is read from the stored bytes
 and each inner chunk is hashed against the pack's ``chunk_sha256``, so the damaged
@@ -8,7 +12,7 @@ chunks (or the damaged index) are named with their byte ranges.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,8 +20,14 @@ import numpy as np
 from ticktensor.errors import StoreCorruptError
 
 from ._location import Location
-from ._manifest import FileEntry, Manifest, PackRecord, sha256_hex
-from ._packs import HASHED, read_pack_index, recorded_chunk_hashes
+from ._manifest import VERSION_FILE_BYTES, FileEntry, Manifest, PackRecord, sha256_hex
+from ._packs import (
+    HASHED,
+    check_pack_folder,
+    pack_chunk_map,
+    read_pack_index,
+    recorded_chunk_hashes,
+)
 
 __all__ = ["VerifyReport", "verify_manifest"]
 
@@ -118,19 +128,50 @@ def damaged_chunks(
     return problems
 
 
+def structure_problems(
+    location: Location, manifest: Manifest, damaged: set[str]
+) -> list[tuple[str, str]]:
+    """``(path, why)`` for each record a reader would refuse when it opens it: a folder
+    holding a symlink, or a pack whose symbol list, offsets or shard indexes are not
+    well formed. Packs with a file in ``damaged`` (already reported) are skipped."""
+    out: list[tuple[str, str]] = []
+    for rel, where in [
+        *((seg.path, f"segment {seg.symbol}/{seg.session}") for seg in manifest.segments),
+        *((tab.path, f"{tab.kind} table {tab.symbol}/{tab.session}") for tab in manifest.tables),
+    ]:
+        try:
+            location.refuse_links(rel, below=True, where=where)
+        except StoreCorruptError as exc:
+            out.append((rel, str(exc)))
+    for pack in manifest.packs:
+        if any(rel.startswith(f"{pack.path}/") for rel in damaged):
+            continue
+        try:
+            check_pack_folder(location, pack)
+            index = read_pack_index(location, pack)
+            for array in HASHED if pack.label_names else HASHED[:2]:
+                pack_chunk_map(location, pack, index, array)
+        except StoreCorruptError as exc:
+            out.append((pack.path, str(exc)))
+    return out
+
+
 def verify_manifest(
     location: Location,
     manifest: Manifest,
     manifest_rel: str,
     manifest_sha256: str,
     on_file: Callable[[str, int], None] | None = None,
+    problems: Sequence[tuple[str, str]] = (),
 ) -> VerifyReport:
-    """Check the manifest's own hash, then every file it lists.
+    """Check the manifest's own hash, then every file it lists, then the structure
+    readers check when they open its records (:func:`structure_problems`).
 
-    Raises :class:`StoreCorruptError` listing every problem, after checking all files.
+    ``problems`` are ``(path, why)`` found before (the log's own checks). Raises
+    :class:`StoreCorruptError` listing every problem, after checking all files.
     """
-    report = VerifyReport(version=manifest.version)
-    data = location.read_bytes(manifest_rel)
+    report = VerifyReport(version=manifest.version, problems=list(problems))
+    data = location.read_bytes(manifest_rel, limit=VERSION_FILE_BYTES)
     if sha256_hex(data) != manifest_sha256:
         report.problems.append(
             (
@@ -143,6 +184,9 @@ def verify_manifest(
             blob = location.read_bytes(rel)
         except FileNotFoundError:
             report.problems.append((rel, f"{what}: file is missing"))
+            continue
+        except StoreCorruptError as exc:  # a symlink
+            report.problems.append((rel, f"{what}: {exc}"))
             continue
         report.files_checked += 1
         report.bytes_checked += len(blob)
@@ -161,6 +205,8 @@ def verify_manifest(
             )
         if on_file is not None:
             on_file(rel, len(blob))
+    damaged = {rel for rel, _ in report.problems}
+    report.problems.extend(structure_problems(location, manifest, damaged))
     if report.problems:
         lines = "\n".join(f"  {location.display(rel)}: {why}" for rel, why in report.problems)
         raise StoreCorruptError(

@@ -41,7 +41,11 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     code = _verify(args)
-    if args.repair:
+    if args.repair and code:
+        # Repair keeps what the published versions list: on a store whose versions do
+        # not read as written that list is not to be trusted.
+        print("repair: not run, the store failed verification", file=sys.stderr)
+    elif args.repair:
         _repair(args)
     return code
 
@@ -65,8 +69,14 @@ def _repair(args: argparse.Namespace) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    """Verify the store; 1 (after printing why) when it or anything it holds is damaged,
+    from its pointer on: nothing a reader would refuse passes."""
     store = Store.open(args.store)
-    pinned = store.version(args.version)
+    try:
+        pinned = store.version(args.version)
+    except StoreCorruptError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
     with tqdm(
         total=pinned.nbytes,
         unit="B",
