@@ -10,6 +10,7 @@ loaders that have ``state_dict``. What the model sees is recorded by sample id (
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 import sys
 from pathlib import Path
 from typing import Any
@@ -241,3 +242,48 @@ def test_ddp_spawn_pickles_the_loader_into_each_rank(
         assert not set(shards[0]) & set(shards[1]), epoch
         assert set(shards[0]) | set(shards[1]) == ALL_IDS
         assert shards == [ddp_order(version, r, epoch) for r in range(2)], epoch
+
+
+@NO_WORKERS
+@pytest.mark.filterwarnings("ignore:Checkpoint directory .* exists and is not empty")
+@pytest.mark.parametrize("limit", [None, 0.5])
+def test_end_of_epoch_checkpoint_resumes_with_the_next_epoch(
+    version: StoreVersion, tmp_path: Path, limit: float | None
+) -> None:
+    """Train 2 epochs saving each epoch's end, resume the ``epoch=1`` checkpoint up to 4:
+    epochs 2 and 3 are an uninterrupted run's (Lightning calls ``iter(loader)``, then
+    ``sampler.set_epoch(2)``, then ``next()``)."""
+
+    def fit(max_epochs: int, ckpt: Path | None = None) -> Recorder:
+        model = Recorder()
+        saving = pl.callbacks.ModelCheckpoint(tmp_path, every_n_epochs=1, save_top_k=-1)
+        trainer(
+            max_epochs=max_epochs,
+            enable_checkpointing=True,
+            callbacks=[saving],
+            limit_train_batches=limit,
+        ).fit(model, train_loader(version), ckpt_path=None if ckpt is None else str(ckpt))
+        return model
+
+    whole = Recorder()
+    trainer(max_epochs=4, limit_train_batches=limit).fit(whole, train_loader(version))
+    fit(2)
+    (ckpt,) = tmp_path.glob("epoch=1-*.ckpt")
+    resumed = fit(4, ckpt)
+    assert resumed.train_batches == {e: whole.train_batches[e] for e in (2, 3)}
+    assert whole.train_batches[2] != whole.train_batches[0]
+
+
+@pytest.mark.slow
+def test_ddp_validate_and_predict_see_torchs_samples(store_url: str, tmp_path: Path) -> None:
+    """62 samples over 2 ranks: each rank sees 31, every sample once, as with the
+    ``DistributedSampler`` Lightning adds to torch's loader (not whole padded steps)."""
+    run_script([sys.executable, str(HERE / "_lightning_ddp_eval.py"), store_url, str(tmp_path)])
+    for stage in ("validate", "predict"):
+        seen = {
+            name: [read_ids(tmp_path / f"{name}-{stage}-rank{r}.txt") for r in range(2)]
+            for name in ("ours", "torch")
+        }
+        assert [len(s) for s in seen["ours"]] == [len(s) for s in seen["torch"]] == [31, 31]
+        multiset = {name: Counter(i for s in ranks for i in s) for name, ranks in seen.items()}
+        assert multiset["ours"] == multiset["torch"], stage
