@@ -2,9 +2,9 @@
 
 Usage: ``python _lightning_ddp_eval.py STORE OUT``. Lightning starts rank 1 by running this
 script again. The dataset is the first ``SAMPLES`` windows of the store: two ranks share
-them evenly, but not in whole global steps of ``2 * BATCH``. Both loaders are built first thing (before Lightning
-has set any environment variable or process group); Lightning gives torch's a
-``DistributedSampler``. Each rank writes the ids it saw to
+them evenly, but not in whole global steps of ``2 * BATCH``. Both loaders are built first
+thing (before Lightning has set any environment variable or process group); Lightning
+gives torch's a ``DistributedSampler``. Each rank writes the ids it saw to
 ``OUT/{ours,torch}-{validate,predict}-rank{R}.txt``. Run by ``test_lightning.py``.
 """
 

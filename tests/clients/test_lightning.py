@@ -10,8 +10,8 @@ loaders that have ``state_dict``. What the model sees is recorded by sample id (
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
