@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
         for r in feed[EventKind.QUOTES].to_pandas().to_dict("records")
     ]
     events.sort(key=lambda e: (e.ts, isinstance(e, Quote)))
-    latencies, scores = [], []
+    latencies, features_ns, scores = [], [], []
     by_time: dict[tuple[str, int], np.ndarray] = {}  # each symbol's window as of each time
     with torch.inference_mode():
         for event in events:
@@ -98,6 +98,7 @@ def main(argv: list[str]) -> int:
             if engine.push(event) is None or engine.rows(event.symbol) < WINDOW:
                 continue
             window = engine.window(event.symbol, WINDOW, normalize=True)
+            features_ns.append(time.perf_counter_ns() - start)
             score = scripted(torch.from_numpy(np.nan_to_num(window))[None])
             latencies.append(time.perf_counter_ns() - start)
             scores.append(float(score))
@@ -105,6 +106,9 @@ def main(argv: list[str]) -> int:
     us = np.asarray(latencies) / 1e3
     print(f"{len(us)} live ticks scored; end to end per tick (push + window + TorchScript):")
     print(f"  p50 {np.percentile(us, 50):.1f} us, p99 {np.percentile(us, 99):.1f} us")
+    us = np.asarray(features_ns) / 1e3
+    print(f"  of which push + normalized window: p50 {np.percentile(us, 50):.1f} us, "
+          f"p99 {np.percentile(us, 99):.1f} us")  # fmt: skip
     # The dataset's last sample of each symbol is the live window at its time.
     for k, symbol in enumerate(dataset.symbols):
         last = int(np.flatnonzero(dataset.sample_symbol == k).max())
