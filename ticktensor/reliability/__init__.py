@@ -14,7 +14,7 @@ suite runs small fixed budgets; ``ticktensor reliability [--quick]`` runs the re
 from .concurrency import ConcurrencyResult, readers_during_commits, two_writers
 from .faults import FaultOutcome, damaged_files, disk_full, sigkill_during_ingest
 from .fuzz import Finding, FuzzResult, HangError, fuzz, mutate
-from .hostile import CASES, HostileCase, hostile_stores, run_case
+from .hostile import CASES, HostileCase, hostile_stores
 from .report import Budget, ReliabilityReport, format_report, run_report
 from .soak import SoakResult, soak
 from .targets import FuzzTarget, InvariantError, make_targets
@@ -42,7 +42,6 @@ __all__ = [
     "make_targets",
     "mutate",
     "readers_during_commits",
-    "run_case",
     "run_report",
     "sigkill_during_ingest",
     "soak",

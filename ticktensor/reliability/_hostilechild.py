@@ -1,9 +1,11 @@
-"""Child process of a hostile-store case: one JSON line per point, under a memory cap.
+"""Child process of the hostile-store cases: each case in turn, each under a memory cap.
 
-``python -m ticktensor.reliability._hostilechild NAME FOLDER MEMORY_MIB`` imports the
-store, the loader and the CLI, caps its address space at what it holds then plus
-``MEMORY_MIB``, and runs case ``NAME`` below ``FOLDER``. A case that ends by a signal
-(a reader killed by SIGBUS) ends this process; the parent reports it.
+``python -m ticktensor.reliability._hostilechild ROOT NAME...`` imports the store, the
+loader and the CLI, then runs each case ``NAME`` below ``ROOT/NAME`` with its address
+space capped at what the process holds when the case starts plus the case's
+``memory_mib``. It prints one JSON line per point and ``{"case_done": NAME}`` after each
+case. A case that ends by a signal (a reader killed by SIGBUS) ends this process; the
+parent reports it and starts another child for the cases left.
 """
 
 from __future__ import annotations
@@ -29,13 +31,22 @@ def _address_space() -> int:
 def main(argv: list[str]) -> int:
     from ticktensor.reliability.hostile import CASES
 
-    name, folder, memory_mib = argv
+    root, *names = argv
     for module in ("ticktensor.cli", "ticktensor.loaders", "torch"):
-        importlib.import_module(module)  # before the cap: it bounds what a case adds
-    cap = _address_space() + (int(memory_mib) << 20)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    for outcome in CASES[name].run(Path(folder)):
-        print(json.dumps(asdict(outcome)), flush=True)
+        importlib.import_module(module)  # before any cap: a cap bounds what a case adds
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    for name in names:
+        case = CASES[name]
+        cap = _address_space() + (case.memory_mib << 20)
+        resource.setrlimit(
+            resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard)
+        )
+        try:
+            for outcome in case.run(Path(root) / name):
+                print(json.dumps(asdict(outcome)), flush=True)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+        print(json.dumps({"case_done": name}), flush=True)
     return 0
 
 

@@ -21,7 +21,7 @@ and checks from the outside (``WindowDataset`` and ``DataLoader`` with their def
 - ``shard-truncated-mapped``: a shard truncated during a ``verify=False`` epoch is an
   error naming it (or the epoch serves the committed values), never a signal.
 
-Every case runs in its own process under a memory cap
+The cases run in a child process, each under a memory cap
 (``python -m ticktensor.reliability._hostilechild``): a reader killed by a signal is a
 failed outcome of its case, not the end of the run.
 """
@@ -38,17 +38,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ticktensor.errors import TickTensorError
+from ticktensor.errors import ConfigError, TickTensorError
 from ticktensor.store import Store
 
 from ._forge import add_session, pack_store, rechain, rewrite_pack_file, shard_index
 from .faults import FaultOutcome
 
-__all__ = ["CASES", "HostileCase", "hostile_stores", "run_case"]
+__all__ = ["CASES", "HostileCase", "hostile_stores"]
 
 _Outcomes = Iterator[FaultOutcome]
 
@@ -302,7 +302,7 @@ def _checkpoint_disagrees(root: Path) -> _Outcomes:
 def _shard_truncated_mapped(root: Path) -> _Outcomes:
     case = "shard-truncated-mapped"
     pristine = root / "pristine"
-    store = pack_store(pristine, "none", rows=100_000, features=8, chunk_rows=1024)
+    store = pack_store(pristine, "none", rows=20_000, features=8, chunk_rows=1024)
     reference = _epoch(store.url)
     target = root / "truncated"
     shutil.copytree(pristine, target)
@@ -334,38 +334,50 @@ CASES: dict[str, HostileCase] = {
 # -- running cases in children -----------------------------------------------------------
 
 
-def run_case(name: str, folder: Path, timeout_s: float = 300.0) -> list[FaultOutcome]:
-    """Run case ``name`` in a child process under its memory cap, building in ``folder``.
+def hostile_stores(
+    root: Path, names: Sequence[str] | None = None, *, timeout_s: float = 300.0
+) -> list[FaultOutcome]:
+    """Every named case (or ``names``), building below ``root/NAME``, in child processes.
 
-    A child that dies (a signal, the time limit) adds a failed outcome saying how.
+    One child runs the cases in turn, each under its memory cap. A child that dies (a
+    signal, ``timeout_s`` per case) fails the case it was running with how it died, and
+    a new child takes the cases left.
     """
-    case = CASES[name]
-    folder.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "ticktensor.reliability._hostilechild", name, str(folder)]
+    todo = list(CASES if names is None else names)
+    unknown = sorted(set(todo) - set(CASES))
+    if unknown:
+        raise ConfigError(
+            f"unknown hostile case(s) {', '.join(unknown)}; known: {', '.join(CASES)}"
+        )
     env = {**os.environ, "MALLOC_ARENA_MAX": "2"}  # arenas reserve address space per thread
-    try:
-        done = subprocess.run(
-            [*cmd, str(case.memory_mib)],
-            capture_output=True, text=True, timeout=timeout_s, check=False, env=env,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return [FaultOutcome(name, "child", False, f"ran past {timeout_s:.0f} s")]
-    out = [
-        FaultOutcome(**json.loads(line))
-        for line in done.stdout.splitlines()
-        if line.startswith("{")
-    ]
-    if done.returncode != 0:
-        code = done.returncode
-        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
-        tail = done.stderr.strip()[-300:]
-        out.append(FaultOutcome(name, f"after {len(out)} point(s)", False, f"child {how}: {tail}"))
-    return out
-
-
-def hostile_stores(root: Path, names: list[str] | None = None) -> list[FaultOutcome]:
-    """Every named case (or ``names``), each in its own child process, below ``root``."""
     out: list[FaultOutcome] = []
-    for name in names or list(CASES):
-        out += run_case(name, root / name)
+    while todo:
+        cmd = [sys.executable, "-m", "ticktensor.reliability._hostilechild", str(root), *todo]
+        try:
+            done = subprocess.run(cmd, capture_output=True, timeout=timeout_s * len(todo),
+                                  check=False, env=env)  # fmt: skip
+            stdout, stderr, code = done.stdout, done.stderr, done.returncode
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+        except subprocess.TimeoutExpired as exc:
+            stdout, stderr, code = exc.stdout or b"", exc.stderr or b"", -1
+            how = f"ran past {timeout_s * len(todo):.0f} s"
+        finished = 0
+        for line in stdout.decode(errors="replace").splitlines():
+            if line.startswith("{"):
+                doc = json.loads(line)
+                if "case_done" in doc:
+                    finished += 1
+                else:
+                    out.append(FaultOutcome(**doc))
+        if finished < len(todo) and code == 0:
+            raise RuntimeError(f"hostile child ended early: {stderr.decode()[-500:]}")
+        if finished < len(todo):  # the child died inside case todo[finished]
+            name = todo[finished]
+            points = sum(o.fault == name for o in out)
+            tail = stderr.decode(errors="replace").strip()[-300:]
+            out.append(
+                FaultOutcome(name, f"after {points} point(s)", False, f"child {how}: {tail}")
+            )
+            finished += 1
+        todo = todo[finished:]
     return out
