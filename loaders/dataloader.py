@@ -219,10 +219,12 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
                 "them in FastOptions too"
             )
         if announce and self.worker_init_fn is not None and self.num_workers > 0:
+            # Not a slow path: the batches stay on the fast path; only the hook is unused.
             warnings.warn(
-                "ticktensor.DataLoader: worker_init_fn is not called on the fast path, which "
-                "runs no worker processes (its threads need no per-worker setup)",
-                SlowPathWarning,
+                f"ticktensor.DataLoader: worker_init_fn is never called: the fast path "
+                f"starts no worker processes (num_workers={self.num_workers} is kept for "
+                f"torch's attribute); the dataset's threads assemble the batches",
+                UserWarning,
                 stacklevel=4,
             )
         generator = self.generator

@@ -9,7 +9,7 @@ import os
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +36,7 @@ from ticktensor.loaders._index import (
     symbol_table,
     window_starts,
 )
-from ticktensor.store import StoreVersion
+from ticktensor.store import StoreVersion, open_store
 
 __all__ = ["WindowDataset"]
 
@@ -66,11 +66,11 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
     Timestamps and labels are read when the dataset is built; feature rows stay in the
     store and are loaded chunk by chunk into a byte-budgeted cache when a batch needs
-    them (raw chunks of a local store are memory-mapped, compressed ones decoded on
-    ``threads`` background threads), with the feature subset and normalization applied
-    once per loaded chunk. Windows are cut at read time by a native gather that reads
-    across chunk boundaries, never stored. :class:`~ticktensor.DataLoader` tells the
-    cache which chunks the next batches need, so they are loaded ahead of time.
+    them (read, checked and decoded on ``threads`` background threads), with the feature
+    subset and normalization applied once per loaded chunk. Windows are cut at read time
+    by a native gather that reads across chunk boundaries, never stored.
+    :class:`~ticktensor.DataLoader` tells the cache which chunks the next batches need, so
+    they are loaded ahead of time.
 
     A dataset built before ``os.fork()`` works in the child: the child starts with an
     empty cache and new threads (the parent's are not inherited by a forked process).
@@ -78,7 +78,9 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     Parameters
     ----------
     version
-        The pinned store version to read.
+        The pinned store version to read, or a store's path or fsspec URL, opened at its
+        latest version (``ticktensor.store.open_store(url)``; call it yourself to pin a
+        version or pass ``storage_options``).
     window
         Rows per window, at least 1.
     features
@@ -104,9 +106,12 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         quarter of physical memory and at least 256 MiB). A batch that needs more
         chunks than fit still gets them (counted in ``cache_stats()["over_budget"]``).
     verify
-        Hash each chunk's stored bytes when it is loaded and compare with the recorded
-        hash (a segment's manifest record, a pack's ``chunk_sha256``); raw chunks are then
-        read instead of memory-mapped.
+        Every chunk's stored bytes are checked once, when loaded, against what the store
+        recorded for them: by default their CRC-32C (a pack's ``chunk_crc32c``; stores
+        written without it, their sha256); with ``True`` their sha256 (a segment's
+        manifest record, a pack's ``chunk_sha256``); with ``"none"`` not at all (to
+        measure what the check costs). A mismatch is a ``StoreCorruptError`` naming the
+        file and the chunk.
 
     Attributes
     ----------
@@ -140,7 +145,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
     def __init__(
         self,
-        version: StoreVersion,
+        version: StoreVersion | str | os.PathLike[str],
         window: int,
         *,
         features: Sequence[str] | None = None,
@@ -153,7 +158,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         pool: ThreadPool | None = None,
         threads: int | None = None,
         cache_bytes: int | None = None,
-        verify: bool = False,
+        verify: bool | Literal["none"] = False,
     ) -> None:
         _check_positive("window", window)
         _check_positive("stride", stride)
@@ -163,6 +168,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             _check_positive("cache_bytes", cache_bytes)
         if isinstance(symbols, str):
             raise ConfigError(f"symbols: expected a sequence of names, got the string {symbols!r}")
+        version = _opened(version)
         self.version = version
         self.window = int(window)
         self.stride = int(stride)
@@ -174,9 +180,9 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         scale = normalization(version, self.feature_names) if normalize else None
         self.threads = int(threads or os.cpu_count() or 1)
         # Labels are read at open through the chunk loader's fast path, not zarr-python.
-        self._label_loader = ChunkLoader(version, None, None, verify=bool(verify))
+        self._label_loader = ChunkLoader(version, None, None, verify=_verify(verify))
         self._build(sources, symbols, start, end)
-        self._loader = ChunkLoader(version, columns, scale, verify=bool(verify))
+        self._loader = ChunkLoader(version, columns, scale, verify=_verify(verify))
         total = sum(self._loader.nbytes(f) for f in self.chunks.loads)
         self.cache_bytes = int(cache_bytes or min(total, max(_MIN_CACHE_BYTES, _ram() // 4)))
         self._pool = pool if pool is not None else ThreadPool(os.cpu_count() or 1)
@@ -817,6 +823,23 @@ def _frozen(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return array
 
 
+def _verify(verify: bool | Literal["none"]) -> bool | Literal["none"]:
+    """``verify`` as the chunk loader takes it (``"none"``, or a truth value)."""
+    return "none" if verify == "none" else bool(verify)
+
+
 def _check_positive(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ConfigError(f"{name}: expected an integer >= 1, got {value!r}")
+
+
+def _opened(version: object) -> StoreVersion:
+    """``version`` as a :class:`StoreVersion`: a path or URL is opened at its latest version."""
+    if isinstance(version, StoreVersion):
+        return version
+    if isinstance(version, str | os.PathLike):
+        return open_store(os.fspath(version))
+    raise ConfigError(
+        f"version: expected a store version (ticktensor.store.open_store(url)) or a store's "
+        f"path or URL, got {type(version).__name__}"
+    )

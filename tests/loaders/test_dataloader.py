@@ -6,6 +6,7 @@ import _thread
 import gc
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import ticktensor
 from ticktensor.errors import ConfigError, SlowPathWarning
 from ticktensor.loaders import FastOptions, SequentialOrder, UniformOrder, WindowDataset
 from ticktensor.loaders.dataloader import DataLoader
-from ticktensor.store import Layout, Store, StoreVersion
+from ticktensor.store import Layout, Store, StoreVersion, open_store
 
 WINDOW = 4
 ROWS = (70, 53, 81)  # three symbols of different lengths: 195 windows of 4 rows
@@ -478,6 +479,30 @@ def test_rank_and_world_are_read_when_a_pass_starts(
     monkeypatch.delenv("LOCAL_RANK")
     with pytest.raises(ConfigError, match="WORLD_SIZE=2 but this process's rank is unknown"):
         next(iter(loader))  # a pass learns its world at its first batch
+
+
+def test_a_store_path_opens_the_store(tmp_path: Path) -> None:
+    build_version(tmp_path / "store")
+    opened = WindowDataset(open_store(str(tmp_path / "store")), WINDOW)
+    for given in (str(tmp_path / "store"), tmp_path / "store"):
+        by_path = WindowDataset(given, WINDOW)
+        assert by_path.version.version == opened.version.version
+        assert torch.equal(
+            next(iter(DataLoader(by_path, batch_size=8)))[0],
+            next(iter(DataLoader(opened, batch_size=8)))[0],
+        )
+    with pytest.raises(ConfigError, match=r"open_store\(url\)\) or a store's path or URL, got int"):
+        WindowDataset(3, WINDOW)  # type: ignore[arg-type]
+
+
+def test_worker_init_fn_is_announced_as_unused_not_as_a_slow_path(dataset: WindowDataset) -> None:
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        loader = DataLoader(dataset, batch_size=8, num_workers=2, worker_init_fn=lambda _: None)
+        next(iter(loader))
+    assert loader.fast
+    assert [w.category for w in record] == [UserWarning]
+    assert "worker_init_fn is never called" in str(record[0].message)
 
 
 def test_concat_refuses_datasets_that_cannot_be_one(
