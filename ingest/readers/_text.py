@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ticktensor.ingest.readers._base import REJECT_SCHEMA
+from ticktensor.ingest.readers._layout_hints import layout_hint
 
 __all__ = [
     "Lines",
@@ -50,8 +51,10 @@ def reject(
     }
 
 
-def field_count(url: str, row: int, raw: str, actual: int, expected: int) -> dict[str, Any]:
-    message = f"{url} row {row}: expected {expected} fields, got {actual} (rule: field_count)"
+def field_count(
+    url: str, row: int, raw: str, actual: int, expected: int, hint: str = ""
+) -> dict[str, Any]:
+    message = f"{url} row {row}: expected {expected} fields, got {actual}{hint} (rule: field_count)"
     return {"row": row, "column": None, "value": None, "rule": "field_count"} | {
         "message": message,
         "raw": raw,
@@ -90,8 +93,11 @@ def split_lines(
             blank = pc.equal(pc.utf8_length(lines), 0).to_numpy(zero_copy_only=False)
             good = (counts == width) & ~blank
             wrong = np.flatnonzero(~good & ~blank)
+            # One hint per block: a wrong delimiter makes every line wrong the same way.
+            hint = layout_hint(str(lines[int(wrong[0])]), delimiter, False) if len(wrong) else ""
             rejects = [
-                field_count(url, int(rows[i]), str(lines[i]), int(counts[i]), width) for i in wrong
+                field_count(url, int(rows[i]), str(lines[i]), int(counts[i]), width, hint)
+                for i in wrong
             ]
             kept = lines.filter(pa.array(good))
             flat = pc.split_pattern(kept, delimiter).flatten()

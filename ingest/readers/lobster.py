@@ -39,8 +39,8 @@ _NEW_YORK = ZoneInfo("America/New_York")
 _ACTIONS = np.array(["", "A", "C", "C", "F", "F", "T", "H"], dtype=object)
 
 
-def _is_header(line: bytes) -> bool:
-    first = line.split(b",", 1)[0].strip()
+def _is_header(line: bytes, delimiter: str = ",") -> bool:
+    first = line.split(delimiter.encode(), 1)[0].strip()
     return bool(first) and not re.fullmatch(rb"[-+]?[0-9.eE+-]+", first)
 
 
@@ -94,11 +94,15 @@ class LobsterReader(Reader):
         book = self._book_input(source) if kind in (EventKind.QUOTES, EventKind.MBP10) else None
         levels = 0
         if book is not None:
-            fields = book.head(65536).split(b"\n", 1)[0].count(b",") + 1
+            delimiter = options.csv.delimiter.encode()
+            fields = book.head(65536).split(b"\n", 1)[0].count(delimiter) + 1
             levels = min(fields // 4, MBP_DEPTH if kind is EventKind.MBP10 else 1)
         with source.open() as stream:
-            skip = int(_is_header(source.head(4096).split(b"\n", 1)[0]))
-            messages = split_lines(stream, _MESSAGE, options.batch_rows, source.url, skip)
+            first = source.head(4096).split(b"\n", 1)[0]
+            skip = int(_is_header(first, options.csv.delimiter))
+            messages = split_lines(
+                stream, _MESSAGE, options.batch_rows, source.url, skip, options.csv.delimiter
+            )
             if book is None:
                 for lines in messages:
                     parsed = parse_numbers(lines, _TYPES, source.url)
@@ -130,11 +134,14 @@ class LobsterReader(Reader):
         levels: int,
         options: ReadOptions,
     ) -> Iterator[EventBatch]:
-        width = book.head(65536).split(b"\n", 1)[0].count(b",") + 1
+        delimiter = options.csv.delimiter
+        width = book.head(65536).split(b"\n", 1)[0].count(delimiter.encode()) + 1
         names = tuple(f"c{i}" for i in range(width))
         with book.open() as stream:
-            skip = int(_is_header(book.head(4096).split(b"\n", 1)[0]))
-            books = split_lines(stream, names, options.batch_rows, book.url, skip)
+            skip = int(_is_header(book.head(4096).split(b"\n", 1)[0], delimiter))
+            books = split_lines(
+                stream, names, options.batch_rows, book.url, skip, options.csv.delimiter
+            )
             held: list[Lines] = []
             for lines in messages:
                 msg = parse_numbers(lines, _TYPES, url)

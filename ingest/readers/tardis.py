@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
 from ticktensor.ingest.readers._base import EventBatch, Reader, ReadOptions
+from ticktensor.ingest.readers._layout_hints import layout_hint
 from ticktensor.ingest.readers._text import Lines, parse_numbers, rejects_table, split_lines
 from ticktensor.schemas import MBP_DEPTH, EventKind, cast_columns
 
@@ -110,9 +111,11 @@ class TardisReader(Reader):
         dataset = _dataset(header)
         if dataset is None:
             known = ", ".join(_DATASETS)
+            hint = layout_hint(first.decode("utf-8", "replace"), ",", header=False)
             raise ConfigError(
-                f"{source.url}: unknown tardis.dev CSV header {','.join(header)[:200]!r}; "
-                f"supported datasets: {known} (columns {','.join(_COMMON)},...)"
+                f"{source.url}: unknown tardis.dev CSV header {','.join(header)[:200]!r}"
+                f"{hint}; supported datasets: {known} (columns {','.join(_COMMON)},...; "
+                "tardis.dev writes commas)"
             )
         kinds = _DATASETS[dataset][1]
         kind = options.kind or kinds[0]

@@ -162,3 +162,48 @@ def test_binance_dump_honours_the_delimiter_and_names_it(tmp_path: Path) -> None
     assert sum(b.rejects.num_rows for b in batches) == 0
     assert table.column("close").to_pylist() == [42005.0] * 3
     assert batches[0].kind is EventKind.OHLCV
+
+
+DATA = Path(__file__).parents[4] / "shared" / "data"
+if not DATA.exists():
+    DATA = Path("/work/shared/data")
+LOBSTER = DATA / "lobster" / "AMZN_2012-06-21_34200000_57600000_{part}_1.csv"
+
+
+@pytest.mark.parametrize("quotes", [False, True], ids=["mbo", "quotes"])
+def test_lobster_in_another_delimiter_is_named_and_read_with_it(
+    tmp_path: Path, quotes: bool
+) -> None:
+    from ticktensor.ingest.readers.lobster import LobsterReader
+
+    for part in ("message", "orderbook"):
+        lines = Path(str(LOBSTER).format(part=part)).read_text().splitlines()[:51]
+        target = tmp_path / Path(str(LOBSTER).format(part=part)).name
+        target.write_text("\n".join(line.replace(",", ";") for line in lines) + "\n")
+    source = expand_inputs([str(tmp_path / Path(str(LOBSTER).format(part="message")).name)])[0]
+    kind = "quotes" if quotes else None
+    wrong = list(LobsterReader().read(source, ReadOptions(kind=kind)))
+    rejects = pa.concat_tables([b.rejects for b in wrong])
+    assert rejects.column("rule")[0].as_py() == "field_count"
+    assert "--delimiter ';'" in rejects.column("message")[0].as_py()
+    right = list(LobsterReader().read(source, ReadOptions(kind=kind, csv=CsvFormat(delimiter=";"))))
+    assert sum(b.table.num_rows for b in right) == 50
+    assert sum(b.rejects.num_rows for b in right) == 0
+    reference = list(
+        LobsterReader().read(
+            expand_inputs([str(LOBSTER).format(part="message")])[0],
+            ReadOptions(kind=kind, batch_rows=50),
+        )
+    )
+    first = pa.concat_tables([b.table for b in right])
+    assert first.equals(reference[0].table.slice(0, 50))
+
+
+def test_tardis_header_in_another_delimiter_is_named(tmp_path: Path) -> None:
+    from ticktensor.ingest.readers.tardis import TardisReader
+
+    lines = (DATA / "tardis" / "bitmex_trades_XBTUSD.csv").read_text().splitlines()
+    path = tmp_path / "bitmex_trades.csv"
+    path.write_text("\n".join(line.replace(",", "|") for line in lines) + "\n")
+    with pytest.raises(ConfigError, match=r"--delimiter '\|'"):
+        list(TardisReader().read(expand_inputs([str(path)])[0], ReadOptions()))
