@@ -13,9 +13,9 @@ import errno
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, overload
+from typing import Any, Final, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,7 @@ import zarr
 
 from ticktensor._memory import fresh_buffer
 from ticktensor.errors import StoreCorruptError
+from ticktensor.kernels import read_checked
 from ticktensor.store import (
     PackRecord,
     SegmentRecord,
@@ -485,8 +486,9 @@ class ChunkLoader:
     scale
         ``(mean, std)`` per kept column to apply, or ``None``.
     verify
-        Check every chunk against its recorded sha256 (a segment's manifest, a pack's
-        ``chunk_sha256``) instead of its CRC-32C.
+        ``True``: check every chunk against its recorded sha256 (a segment's manifest, a
+        pack's ``chunk_sha256``) instead of its CRC-32C; ``"none"``: check nothing (how
+        the bench measures what the default check costs).
     """
 
     def __init__(
@@ -494,8 +496,10 @@ class ChunkLoader:
         version: StoreVersion,
         columns: Int64s | None,
         scale: tuple[Floats, Floats] | None,
-        verify: bool = False,
+        verify: bool | Literal["none"] = False,
     ) -> None:
+        if verify not in (False, True, "none"):
+            raise ValueError(f"verify: expected True, False or 'none', got {verify!r}")
         self._version = version
         self._location = version.location
         self._columns = columns
@@ -596,35 +600,38 @@ class ChunkLoader:
         times = LoadTimes()
         started = time.perf_counter()
         where = self._where(file)
-        stored = self._fetch(file, where, out)
+        stored, crc = self._fetch(file, where, out)
         times.bytes_read = len(stored)
         times.fetch_s = time.perf_counter() - started
-        check_chunk(file.stored, _buffer(stored), where, sha256=self._verify)
+        if self._verify != "none":
+            check_chunk(file.stored, _buffer(stored), where, sha256=self._verify is True, crc=crc)
         decoded = time.perf_counter()
         if stored is not out:
             self._decode(file, stored, where, out)
         times.decode_s = time.perf_counter() - decoded
         return times
 
-    def _fetch(self, file: ChunkFile, where: str, out: Bytes) -> Stored:
-        """The chunk's stored bytes: ``out`` itself when a raw chunk was read straight into
-        it (local files), else bytes still to decode into ``out``."""
+    def _fetch(self, file: ChunkFile, where: str, out: Bytes) -> tuple[Stored, int | None]:
+        """The chunk's stored bytes (``out`` itself when a raw chunk was read straight into
+        it, else bytes still to decode into ``out``), and their CRC-32C when it was
+        computed as they were read (local files)."""
         if self._location.is_local:
             return self._read_local(file, where, out)
         stored = file.stored
         try:
             if file.whole_file or stored.nbytes is None:
-                return self._location.read_bytes(file.rel)
+                return self._location.read_bytes(file.rel), None
             end = stored.offset + stored.nbytes
             data = self._location.read_range(file.rel, stored.offset, end)
         except FileNotFoundError as exc:
             raise _missing(file, where) from exc
         if len(data) != stored.nbytes:
             raise _short(file, where, stored.offset + len(data))
-        return data
+        return data, None
 
-    def _read_local(self, file: ChunkFile, where: str, out: Bytes) -> Bytes:
-        """A local chunk read with ``pread``: a raw one into ``out``, a compressed one into
+    def _read_local(self, file: ChunkFile, where: str, out: Bytes) -> tuple[Bytes, int | None]:
+        """A local chunk read with ``pread`` (:func:`read_checked`: its CRC-32C computed as
+        it is read, when the check wants it): a raw one into ``out``, a compressed one into
         this thread's scratch buffer. A symlink is refused (a store holds plain files), a
         missing file named, and so is a file shorter than the chunk, also one cut short
         while it is read."""
@@ -651,8 +658,11 @@ class ChunkLoader:
                 if size < offset + length:
                     raise _short(file, where, size)
             into = out if file.codec == "raw" else self._scratch_bytes(length)
-            _pread(fd, into, offset, lambda done: _short(file, where, offset + done))
-            return into
+            checksum = self._verify is False and stored.crc32c is not None
+            done, crc = read_checked(fd, offset, into, checksum=checksum)
+            if done < length:
+                raise _short(file, where, offset + done)
+            return into, crc if checksum else None
         finally:
             os.close(fd)
 
@@ -723,15 +733,3 @@ def _short(file: ChunkFile, where: str, size: int) -> StoreCorruptError:
         "possibly while being read)",
         [(file.rel, f"{what} too short")],
     )
-
-
-def _pread(fd: int, into: Bytes, offset: int, short: Callable[[int], Exception]) -> None:
-    """Fill ``into`` from byte ``offset`` of ``fd`` (the GIL released); ``short(done)`` is
-    raised when the file ends after ``done`` bytes."""
-    view = into.data
-    done = 0
-    while done < len(view):
-        n = os.preadv(fd, [view[done:]], offset + done)
-        if n == 0:
-            raise short(done)
-        done += n

@@ -91,17 +91,25 @@ def recorded_chunk_crcs(
     return crcs
 
 
-def check_chunk(chunk: StoredChunk, stored: Buffer, where: str, *, sha256: bool = False) -> None:
+def check_chunk(
+    chunk: StoredChunk,
+    stored: Buffer,
+    where: str,
+    *,
+    sha256: bool = False,
+    crc: int | None = None,
+) -> None:
     """Check ``stored``, the chunk's stored bytes, against what was recorded for them.
 
-    The recorded CRC-32C, unless ``sha256`` asks for the full hash or the store records
-    none; then the recorded sha256. A chunk of a store that records neither (manifests
+    The recorded CRC-32C (``crc`` is the bytes' CRC-32C when the caller computed it as it
+    read them), unless ``sha256`` asks for the full hash or the store records none; then
+    the recorded sha256. A chunk of a store that records neither (manifests
     written before file hashes) cannot be checked: said once, as a warning. A mismatch is
     a :class:`~ticktensor.errors.StoreCorruptError` naming ``where`` (the file and the
     chunk).
     """
     if chunk.crc32c is not None and not sha256:
-        found = crc32c(stored)
+        found = crc32c(stored) if crc is None else crc
         if found != chunk.crc32c:
             raise StoreCorruptError(
                 f"{where}: crc32c {found:08x} != {chunk.crc32c:08x} recorded when the chunk "

@@ -263,6 +263,17 @@ def crc32c(
     bytes before them; 0 to start).
     """
 
+def read_checked(
+    fd: int,
+    offset: int,
+    out: Annotated[NDArray[numpy.uint8], dict(shape=(None,), order="C", device="cpu")],
+    checksum: bool,
+) -> tuple[int, int]:
+    """
+    Fill `out` from byte `offset` of the file open as `fd` with pread; returns the bytes
+    read (fewer at the end of the file) and, with `checksum`, their CRC-32C (else 0).
+    """
+
 class SamplePrefetcher:
     """
     A native thread that gathers planned batches of a dataset's samples into slots.

@@ -26,6 +26,7 @@ __all__ = [
     "map_file",
     "order_by_key",
     "random_permutation",
+    "read_checked",
     "stack_columns_f32",
     "take_rows",
     "time_bars",
@@ -689,6 +690,33 @@ def crc32c(data: bytes | memoryview | npt.NDArray[Any], value: int = 0) -> int:
     if view.ndim != 1 or view.dtype != np.uint8:
         view = view.reshape(-1).view(np.uint8)
     return int(_native.crc32c(view, value))
+
+
+def read_checked(
+    fd: int, offset: int, out: npt.NDArray[np.uint8], *, checksum: bool = True
+) -> tuple[int, int]:
+    """Fill ``out`` (C-contiguous ``uint8``) from byte ``offset`` of the file open as ``fd``.
+
+    Returns the bytes read (fewer than ``out`` holds when the file ends first: a file cut
+    short, also while it is read, is never a signal) and, with ``checksum``, their
+    CRC-32C (else 0), computed a block at a time while the block is in the CPU's cache.
+    ``pread`` in C++, the GIL released. Raises ``OSError`` on a read error.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryFile() as f:
+    ...     _ = f.write(b"123456789")
+    ...     f.flush()
+    ...     out = np.zeros(12, dtype=np.uint8)
+    ...     n, crc = read_checked(f.fileno(), 0, out)
+    >>> n, hex(crc), bytes(out[:n])
+    (9, '0xe3069283', b'123456789')
+    """
+    if offset < 0:
+        raise ValueError(f"offset: expected >= 0, got {offset}")
+    n, crc = _native.read_checked(fd, offset, out, checksum)
+    return int(n), int(crc)
 
 
 def map_file(

@@ -1,8 +1,15 @@
 // tt::crc32c: three interleaved hardware streams where the CPU has SSE 4.2, a table otherwise.
 #include "ticktensor/crc32c.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
+#include <string>
+
+#include "ticktensor/errors.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -113,6 +120,28 @@ std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc) noex
   if (has_sse42()) return ~hardware(p, size, crc);
 #endif
   return ~software(p, size, crc);
+}
+
+CheckedRead read_checked(int fd, std::uint64_t offset, void* out, std::size_t size, bool checksum) {
+  // Blocks small enough to stay in the core's cache between the copy and the checksum.
+  constexpr std::size_t kReadBlock = 256 << 10;
+  auto* p = static_cast<unsigned char*>(out);
+  CheckedRead done;
+  while (done.bytes < size) {
+    const std::size_t want = std::min(kReadBlock, size - done.bytes);
+    const ssize_t n = ::pread(fd, p + done.bytes, want, static_cast<off_t>(offset + done.bytes));
+    if (n < 0) {
+      const int error = errno;
+      if (error == EINTR) continue;
+      throw SystemError(error, "pread of " + std::to_string(want) + " bytes at byte " +
+                                   std::to_string(offset + done.bytes) + ": " +
+                                   std::strerror(error));
+    }
+    if (n == 0) break;  // the end of the file
+    if (checksum) done.crc = crc32c(p + done.bytes, static_cast<std::size_t>(n), done.crc);
+    done.bytes += static_cast<std::size_t>(n);
+  }
+  return done;
 }
 
 }  // namespace tt

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -62,11 +62,18 @@ def _accepts(function: Callable[..., Any], name: str) -> bool:
 
 
 def open_dataset(
-    version: StoreVersion, window: int, threads: int, *, stride: int = 1
+    version: StoreVersion,
+    window: int,
+    threads: int,
+    *,
+    stride: int = 1,
+    verify: bool | Literal["none"] = False,
 ) -> WindowDataset:
     """A :class:`WindowDataset` using ``threads`` threads to load chunks (where the engine
-    has ``threads=``) and to gather windows."""
+    has ``threads=``) and to gather windows; ``verify`` as :class:`WindowDataset` takes it."""
     loading: dict[str, Any] = {"threads": threads} if _accepts(WindowDataset, "threads") else {}
+    if verify is not False:
+        loading["verify"] = verify
     return WindowDataset(version, window, stride=stride, pool=ThreadPool(threads), **loading)
 
 
@@ -159,9 +166,17 @@ def get_batch_loop(
 
 
 def fresh_pass(
-    version: StoreVersion, window: int, batch: int, threads: int, seed: int, *, kind: str = "block"
+    version: StoreVersion,
+    window: int,
+    batch: int,
+    threads: int,
+    seed: int,
+    *,
+    kind: str = "block",
+    verify: bool | Literal["none"] = False,
 ) -> Rep:
-    """One epoch over non-overlapping windows (stride = window), timed from opening the dataset.
+    """One epoch over non-overlapping windows (stride = window), timed from opening the dataset
+    (with ``verify`` as :class:`WindowDataset` takes it).
 
     Every delivered byte is a stored byte read (and decoded) once, so the rate compares
     directly with a decode rate or a sequential read, whichever engine does the reading:
@@ -169,7 +184,7 @@ def fresh_pass(
     """
     with RssMonitor() as rss:
         started = time.perf_counter()
-        ds = open_dataset(version, window, threads, stride=window)
+        ds = open_dataset(version, window, threads, stride=window, verify=verify)
         loader = _loader(ds, batch, order_of(kind, seed), threads)
         first: float | None = None
         samples = 0

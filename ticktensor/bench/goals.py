@@ -45,6 +45,9 @@ GOALS = (
     Goal("ticktensor_zstd_block", "torch_zarr_w2", 300.0),
     Goal("ticktensor_lz4_block", "torch_zarr_lz4_w2", 300.0),
     Goal("ticktensor_cold", "seqread_cold", 0.7, "gb_per_s"),
+    # The default chunk check (CRC-32C once per load) costs at most 5% of a first epoch.
+    Goal("ticktensor_check_none", "ticktensor_nocheck_none", 0.95),
+    Goal("ticktensor_check_zstd", "ticktensor_nocheck_zstd", 0.95),
 )
 
 
@@ -66,6 +69,8 @@ _OURS = {
     "zstd_decode_x_threads": "ticktensor_zstd_block",
     "lz4_decode_x_threads": "ticktensor_lz4_block",
     "seqread_cold": "ticktensor_cold",
+    "ticktensor_nocheck_none": "ticktensor_check_none",
+    "ticktensor_nocheck_zstd": "ticktensor_check_zstd",
 }
 
 

@@ -13,6 +13,7 @@ from ticktensor.store import Codec, Store, StoreVersion
 
 from .baselines import MmapWindows, numpy_gather, threadpool_mmap, torch_loader
 from .engine import fresh_pass, get_batch_loop, open_dataset, ticktensor_loader, ticktensor_wrapped
+from .integrity import integrity_rows
 from .limits import chunk_payloads, decode_gbps, h2d_gbps, memcpy_gbps
 from .measure import Rep, Timing, summarize, timing_row, warm
 from .options import BenchOptions
@@ -174,6 +175,7 @@ def run_loader(
     del ds, mmap, methods, peers
     gc.collect()
     compressed_rows(w, o, stores, results, say)
+    integrity_rows(w, o, results, say)
     cold_rows(w, o, stores[Codec.NONE], raw_files, results, say)
     _thread_table(w, o, main, stores, results, say)
     judge(w, o, results, say)
