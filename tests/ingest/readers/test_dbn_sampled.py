@@ -114,3 +114,26 @@ def test_a_legacy_dbz_file_is_named_with_the_way_out(tmp_path: Path) -> None:
     renamed.write_bytes(head + bytes(64))
     with pytest.raises(ConfigError, match=r"legacy Databento DBZ"):
         detect(expand_inputs([str(renamed)])[0])
+
+
+SAMPLES = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "dbn"
+if not SAMPLES.exists():
+    SAMPLES = Path("/work/shared/data/dbn")
+
+
+@pytest.mark.parametrize("schema", ["bbo-1s", "bbo-1m"])
+def test_real_glbx_samples_are_stored_on_their_sample_time(tmp_path: Path, schema: str) -> None:
+    import zstandard
+
+    path = SAMPLES / "GLBX.MDP3" / f"test_data.{schema}.dbn.zst"
+    raw = zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())
+    decoder = db.DBNDecoder(upgrade_policy=db.VersionUpgradePolicy.AS_IS)
+    decoder.write(raw)
+    _, *theirs = decoder.decode()
+    batches = list(DbnReader().read(expand_inputs([str(path)])[0], ReadOptions()))
+    table = pa.concat_tables([b.table for b in batches])
+    assert table.column("ts_event").cast(pa.int64()).to_pylist() == [r.ts_recv for r in theirs]
+    options = IngestOptions(workers=1)
+    [report] = ingest([str(path)], str(tmp_path / "store"), options, progress=False).files
+    assert report.rows_read == len(theirs) == report.rows_stored + report.rows_quarantined
+    assert report.rows_stored == len(theirs)
