@@ -18,12 +18,22 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ticktensor.errors import StoreCorruptError
 
 from ._location import Location
-from ._log import LOG_FORMAT, CheckpointRef, LogEntry
-from ._manifest import VERSION_FILE_BYTES, Manifest, load_json, sha256_hex
+from ._log import LOG_FORMAT, CheckpointRef, LogEntry, RemovedRecord
+from ._manifest import (
+    VERSION_FILE_BYTES,
+    Manifest,
+    PackRecord,
+    SegmentRecord,
+    TableRecord,
+    load_json,
+    sha256_hex,
+)
 from ._state import VersionState
 
 __all__ = [
@@ -35,6 +45,10 @@ __all__ = [
     "parent_sha256",
     "read_state",
 ]
+
+_Record = SegmentRecord | TableRecord | PackRecord
+#: A kind of record: its name, what an entry adds and removes, what a state holds.
+_Kind = tuple[str, Sequence[_Record], Sequence[RemovedRecord], Mapping[Any, _Record]]
 
 
 def entry_path(version: int) -> str:
@@ -197,7 +211,7 @@ def _entry_disagreements(entry: LogEntry, state: VersionState) -> list[str]:
         for name, (logged, kept) in fields.items()
         if logged != kept
     ]
-    kinds = (
+    kinds: tuple[_Kind, ...] = (
         ("segment", entry.segments, entry.removed_segments, state.segments),
         ("table", entry.tables, entry.removed_tables, state.tables),
         ("pack", entry.packs, entry.removed_packs, state.packs),
@@ -207,11 +221,11 @@ def _entry_disagreements(entry: LogEntry, state: VersionState) -> list[str]:
             f"the entry adds {kind} {'/'.join(rec.key)} at {rec.path}, the checkpoint "
             "does not hold it"
             for rec in added
-            if held.get(rec.key) != rec  # type: ignore[call-overload]
+            if held.get(rec.key) != rec
         )
         readded = {rec.key for rec in added}
         for rm in removed:
-            kept = held.get(rm.key)  # type: ignore[call-overload]
+            kept = held.get(rm.key)
             if rm.key not in readded and kept is not None and kept.path == rm.path:
                 out.append(
                     f"the entry removes {kind} {'/'.join(rm.key)} at {rm.path}, "

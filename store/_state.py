@@ -15,6 +15,7 @@ from ._manifest import Manifest, PackRecord, SegmentRecord, TableRecord
 __all__ = ["Changes", "VersionState"]
 
 _R = TypeVar("_R", SegmentRecord, TableRecord, PackRecord)
+_Record = SegmentRecord | TableRecord | PackRecord
 #: The fields of a version besides its records.
 _VERSION_FIELDS = (
     "version",
@@ -144,7 +145,7 @@ class VersionState:
             mine, their = getattr(self.info, name), getattr(other.info, name)
             if mine != their:
                 out.append(f"{name} is {mine!r:.80} in {ours}, {their!r:.80} in {theirs}")
-        kinds = (
+        kinds: tuple[tuple[str, Mapping[Any, _Record], Mapping[Any, _Record]], ...] = (
             ("segment", self.segments, other.segments),
             ("table", self.tables, other.tables),
             ("pack", self.packs, other.packs),
