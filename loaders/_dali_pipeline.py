@@ -8,8 +8,11 @@ prefetcher: a reset pipeline reads the new pass's order, not the one it was buil
 DALI resets a pipeline only at the end of an epoch: its iterator ignores a reset in the
 middle, and the batches the pipeline queued ahead would come out first. A pass that ran
 to its end is followed by a reset. A pass abandoned in the middle (``break``, an
-exception) leaves its pipeline mid-epoch: the next pass frees that pipeline and builds a
-new one, and ``stats["rebuilds"]`` (``loader.stats()["dali"]``) counts it.
+exception, Lightning's sanity check or ``limit_val_batches``) leaves its pipeline
+mid-epoch: the next pass ends that epoch by closing the old feed and draining what DALI
+queued ahead (at most ``prefetch_queue_depth`` outputs), then resets it. Only when that
+fails is the pipeline freed and built again, which ``stats["rebuilds"]``
+(``loader.stats()["dali"]``) counts.
 """
 
 from __future__ import annotations
@@ -121,8 +124,8 @@ class DaliPipeline:
 
     :meth:`start` points the pipeline at a new pass's prefetcher; the pass's first
     :meth:`next` resets it when the previous epoch ended. A pass that stopped in the middle
-    of its epoch makes :meth:`start` free the pipeline and build a new one. Only the newest
-    pass reads from the pipeline.
+    of its epoch makes :meth:`start` drain what DALI queued and end that epoch first (and
+    build a new pipeline only if that fails). Only the newest pass reads from the pipeline.
 
     Batches come out in torch's own memory. DALI's dynamic executor (the default of DALI
     2.4) hands out its output buffers through DLPack; they are copied, on the
@@ -232,23 +235,28 @@ class DaliPipeline:
     def _finish_epoch(self) -> bool:
         """Whether the pipeline can serve a new pass as it is (fresh) or after a reset.
 
-        A pass that handed out its last batch without asking for one more leaves DALI a
-        ``next()`` short of the end of its epoch, with nothing queued: that call is made
-        here. A pass stopped before its last batch leaves batches queued: no.
+        A pass that stopped before DALI's epoch ended (it handed out its last batch
+        without asking for one more, or it was abandoned) leaves DALI mid-epoch, with up
+        to ``prefetch_queue_depth`` batches queued ahead: the pass's prefetcher is
+        closed, so the feed ends DALI's epoch at its next read, and the queued outputs
+        are drained (never handed out). ``False`` when DALI fails meanwhile or does not
+        end its epoch within that many outputs: then the pipeline is built again.
         """
         if self._state != _RUNNING:
             return True
         feed = self._feed
-        if not feed.exhausted or feed.fed:
-            return False
-        try:
-            next(self._iterator)
-        except StopIteration:
-            self._state = _ENDED
-            feed.held.clear()
-            return True
-        except RuntimeError:  # a failed pipeline is built again
-            return False
+        if not feed.exhausted:
+            feed.point_at(None)
+        for _ in range(self.options.prefetch_queue_depth + 2):
+            try:
+                next(self._iterator)
+            except StopIteration:
+                self._state = _ENDED
+                feed.held.clear()
+                feed.fed.clear()
+                return True
+            except RuntimeError:  # a failed pipeline is built again
+                return False
         return False
 
     def _build(self, batch_size: int) -> None:

@@ -181,7 +181,7 @@ def _with_sampler(dataset: WindowDataset, sampler: Any) -> FastPath | SlowPath:
             order=UniformOrder(fixed) if sampler.shuffle else SequentialOrder(),
             seed=fixed,
             world=(int(sampler.rank), int(sampler.num_replicas)),
-            pad=False,  # the order is cut or wrapped to a multiple of the world instead
+            pad=False,  # epoch_order cuts or wraps the order to a multiple of the world
             distributed=sampler,
         )
     if isinstance(sampler, RandomSampler):

@@ -72,12 +72,20 @@ class DataLoader(Iterable[Any]):
 
     Passes and epochs, as with torch: each ``iter(loader)`` starts a pass of the current
     epoch from its beginning (after :meth:`load_state_dict`, that one pass resumes at
-    the saved position). A pass that hands out its last batch finishes the epoch, even if
-    nobody asks for one more; the next pass then belongs to the next epoch, in a new
-    order fixed by ``(seed, epoch)``. An abandoned pass does not finish it.
-    :meth:`set_epoch` (also ``loader.sampler.set_epoch``) sets the epoch explicitly.
-    Rank and world size are resolved when each pass starts (and for ``len()``), so a
-    loader built before the process group is up shards correctly once it is.
+    the saved position). A pass takes its epoch, start, rank and world size at its first
+    ``next()``, as torch's sampler iterator does, so a ``set_epoch`` between ``iter()``
+    and the first batch (Lightning's order) is honoured, and so is a
+    ``DistributedSampler.set_epoch`` called before the loader was built. A pass that
+    hands out its last batch finishes the epoch, even if nobody asks for one more; the
+    next pass then belongs to the next epoch, in a new order fixed by ``(seed, epoch)``.
+    An abandoned pass (``break``, an exception, a dropped or closed iterator) does not
+    finish it. :meth:`set_epoch` (also ``loader.sampler.set_epoch``) sets the epoch
+    explicitly; :meth:`skip_first_batches` starts passes further in. Rank and world size
+    are resolved when each pass starts (and for ``len()``), so a loader built before the
+    process group is up shards correctly once it is. With more than one rank, an epoch
+    the ranks cannot share evenly is padded as ``DistributedSampler`` pads it (at most
+    ``world_size - 1`` samples repeated), so every rank gets torch's samples and batch
+    counts, in training and evaluation (``FastOptions.pad`` for whole padded steps).
 
     Parameters
     ----------
@@ -90,8 +98,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         from the dataset's pool); ``prefetch_factor`` is the default ring depth;
         ``generator`` seeds the default shuffled order (its ``initial_seed()``);
         ``timeout`` raises :class:`TimeoutError` naming the batch that did not come.
-        ``drop_last`` drops the short last global step; otherwise it is padded by
-        wrapping around the order when ``world_size > 1`` (see :class:`FastOptions`).
+        ``drop_last`` drops each rank's short last batch (the short last global step).
     fast
         The fast path's own settings (order, seed, rank, world size, device, ring depth,
         DALI, device residency, engine): a :class:`~ticktensor.loaders.FastOptions`.
@@ -577,10 +584,16 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         return self._passes.epoch
 
     def state_dict(self) -> dict[str, Any]:
-        """Position after the batches handed out so far: epoch, seed, global samples consumed.
+        """Where the next batches come from: epoch, seed, global samples consumed.
 
-        Any rank's state restores every rank, also with another world size: the rest of
-        the epoch's global order is partitioned again.
+        While a pass runs (its iterator lives), its position after the batches handed out
+        so far; otherwise where the next pass starts: a pending :meth:`load_state_dict`
+        position, else the start of the current epoch (after a ``break``, an exception
+        or a closed iterator, as the next ``iter()`` starts the epoch again). A copy of
+        the loader (``copy.deepcopy``, pickle) starts the epoch again too, unless a
+        resume was pending. So a fresh loader given this state does what this loader
+        does next. Any rank's state restores every rank, also with another world size:
+        the rest of the epoch's global order is partitioned again.
         """
         self._require_fast("state_dict")
         return self._passes.state_dict()

@@ -5,13 +5,14 @@ The loader is built before the ``Accelerator`` (the process group does not exist
 torchrun's ``RANK``/``WORLD_SIZE`` do) and goes through ``prepare()`` with the model.
 Each rank writes the ids it trained on, one per line, to ``OUT/epoch{E}-rank{R}.txt``
 (epochs 0 and 1, each started with ``loader.sampler.set_epoch(epoch)`` as torch's
-``DistributedSampler`` users do); then, for epoch 2, the ids of
-``accelerator.skip_first_batches(loader, 1)`` to ``OUT/skip1-rank{R}.txt`` and those of
-the loader's own pass to ``OUT/epoch2-rank{R}.txt``. What is wrong with the torch views
+``DistributedSampler`` users do); then the ids of the loader's own pass of epoch 2 to
+``OUT/epoch2-rank{R}.txt``, and those of epoch 2 again (``loader.set_epoch(2)``) through
+``accelerator.skip_first_batches(loader, 1)``, which ends the epoch, to
+``OUT/skip1-rank{R}.txt``. What is wrong with the torch views
 of the loader (``sampler``, ``len``, ``skip_first_batches``) goes to
 ``OUT/views-rank{R}.txt``, and the script carries on, so that the shards are checked
 either way. Last, an evaluation over the 57 windows of symbols S0 and S1 (not a multiple
-of 2 x 8: the last global step is padded) gathers ids with
+of 2 x 8: the last global step is short, and one sample is padding) gathers ids with
 ``accelerator.gather_for_metrics``; rank 0 writes them to ``OUT/gathered.txt``. Run by
 ``test_accelerate.py``.
 """
@@ -64,13 +65,16 @@ def main() -> None:
             optimizer.step()
             optimizer.zero_grad()
         write(out / f"epoch{epoch}-rank{rank}.txt", seen)
+    write(out / f"epoch{EPOCHS}-rank{rank}.txt", [i for x, _ in loader for i in ids(x)])
+    loader.set_epoch(EPOCHS)  # that epoch again, now without its first batch
     try:
         skipped = [i for x, _ in accelerator.skip_first_batches(loader, 1) for i in ids(x)]
     except Exception as exc:  # reported to the test, which fails on it
         problems.append(f"skip_first_batches: {type(exc).__name__}: {exc}")
         skipped = []
+    if loader.epoch != EPOCHS + 1:
+        problems.append(f"after skip_first_batches: epoch {loader.epoch}, not {EPOCHS + 1}")
     write(out / f"skip1-rank{rank}.txt", skipped)
-    write(out / f"epoch{EPOCHS}-rank{rank}.txt", [i for x, _ in loader for i in ids(x)])
     (out / f"views-rank{rank}.txt").write_text("".join(f"{p}\n" for p in problems))
     evaluation = WindowDataset(open_store(url), WINDOW, symbols=["S0", "S1"])
     gathered: list[int] = []
