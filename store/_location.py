@@ -262,6 +262,18 @@ class Location:
             os.replace(self.path(src), name, dst_dir_fd=to)
         return True
 
+    def create_local(self, rel: str) -> str:
+        """Create the empty local file ``rel`` (and its folders) following no link, and
+        return its path, for a writer that opens it by name (pyarrow, a shard writer).
+
+        The file is created exclusively (``O_CREAT | O_EXCL | O_NOFOLLOW``): a name
+        that exists, a symlink at it or on its way is refused, so the writer's later
+        open by path writes into the store. Working files have random names.
+        """
+        with self.writing(rel):
+            os.close(open_below(self.root, rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        return self.path(rel)
+
     @contextlib.contextmanager
     def _folder(self, rel: str, *, create: bool = True) -> Iterator[int]:
         """A descriptor of the local folder ``rel``, opened (and made) following no link."""

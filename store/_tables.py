@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import os
 import uuid
 from collections.abc import Callable, Sequence
 from typing import BinaryIO
@@ -150,9 +149,7 @@ class TableEncoder:
     def _open(self) -> pa.NativeFile:
         if self.location is None or self.rel is None:
             return pa.BufferOutputStream()
-        path = self.location.path(self.rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        return pa.OSFile(path, "wb")
+        return pa.OSFile(self.location.create_local(self.rel), "wb")
 
     def _write(self, table: pa.Table) -> None:
         assert self._writer is not None  # set by the first append

@@ -295,6 +295,19 @@ def test_a_symlinked_versions_folder_is_refused_before_writing(tmp_path: Path) -
         Store.open(str(root)).verify()
 
 
+def test_a_symlinked_events_folder_is_refused_before_writing(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    root = tmp_path / "s"
+    store = _packed(root)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.symlink(outside, root / "events")
+    with pytest.raises(StoreCorruptError, match=r"events.*symlink"):
+        store.write_table(kind="trades", symbol="A", session="d", table=pa.table({"x": [1]}))
+    assert os.listdir(outside) == []
+
+
 def test_a_symlinked_pointer_is_not_read(tmp_path: Path) -> None:
     root = tmp_path / "s"
     _packed(root)
