@@ -38,7 +38,7 @@ class CacheStats:
     loads: int = 0
     evictions: int = 0
     recycled: int = 0  # loads that decoded into an evicted chunk's buffer
-    bytes_read: int = 0  # stored bytes read (compressed size, or mapped size)
+    bytes_read: int = 0  # stored bytes read (compressed size for compressed chunks)
     fetch_s: float = 0.0  # summed over loading threads
     decode_s: float = 0.0
     prepare_s: float = 0.0
@@ -81,7 +81,7 @@ class ChunkCache:
     gather
         The native gather the loaded chunks are published to.
     budget
-        Bytes of loaded chunks to keep at most (memory-mapped chunks count too).
+        Bytes of loaded chunks to keep at most.
     threads
         Loading threads.
     needed
@@ -293,11 +293,11 @@ class ChunkCache:
         values = self._loaded.pop(load)
         self._wanting += int(self._needed[load])
         # A decoded buffer nobody else holds is decoded into again: fresh memory would cost
-        # a page fault per 4 KiB. Mapped chunks and foreign arrays are let go.
+        # a page fault per 4 KiB. Foreign arrays are let go.
         if (
             len(self._spares) < self.threads + 1
             and _private(values)
-            and values.flags.writeable  # a mapped load file is read-only
+            and values.flags.writeable  # not a read-only array of zarr-python's
             and values.nbytes == self.index.loads[load].nbytes
             and sys.getrefcount(values) <= 2  # this name and the call's argument
         ):

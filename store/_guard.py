@@ -13,7 +13,8 @@ A pack's arrays are sharded: one object holds many inner chunks, which zarr read
 byte ranges (or, for a whole shard, as one read). :class:`GuardedPackStore` applies the
 same checks to each inner chunk: a range zarr asks for must be a chunk the shard index
 lists (as read and bounded by the pack's chunk map), its frame must not decode to more
-than a chunk holds, and with ``verify_chunks`` its sha256 must be the recorded one.
+than a chunk holds, and its CRC-32C must be the recorded one (its sha256, with
+``verify_chunks``; packs written without CRC-32C are checked only with it).
 
 Readers that decode chunks themselves (the loaders) use :func:`decode_chunk`, which
 applies the same frame check before it decodes.
@@ -34,6 +35,7 @@ from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import WrapperStore
 
 from ticktensor.errors import StoreCorruptError
+from ticktensor.kernels import crc32c
 
 from ._chunk_map import StoredChunk
 from ._manifest import FileEntry, sha256_hex
@@ -222,6 +224,12 @@ class GuardedPackStore(GuardedStore):
             limit = self._limits.get(key.split("/", 1)[0])
             if limit is not None:  # every inner chunk is stored full-size
                 why = check_frame(data, self._codec, limit, exact=True)
+        if why is None and not self._verify and chunk.crc32c is not None:
+            found = crc32c(data)
+            if found != chunk.crc32c:
+                why = (
+                    f"crc32c {found:08x} != {chunk.crc32c:08x} recorded when the chunk was written"
+                )
         if why is not None:
             array = key.split("/", 1)[0]
             raise StoreCorruptError(

@@ -130,3 +130,16 @@ def test_older_stores_fall_back_to_their_sha256(tmp_path: Path, fixture: str, pa
     with pytest.raises(StoreCorruptError) as info:
         _read_everything(version)
     assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_read_pack_checks_each_chunk_by_default(tmp_path: Path, codec: str) -> None:
+    version = _store(tmp_path / "s", codec)
+    chunk = _values_chunk(version, 6)
+    assert chunk.nbytes is not None
+    path = tmp_path / "s" / chunk.rel
+    data = bytearray(path.read_bytes())
+    data[chunk.offset + chunk.nbytes - 9] ^= 0x10  # a raw float, or the zstd frame's end
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreCorruptError, match=r"values chunk 6 \(bytes .*\): crc32c \w+ !="):
+        version.read_pack(version.packs[0])
