@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ticktensor.errors import ConfigError
 from ticktensor.ingest._sources import Input
@@ -170,7 +171,8 @@ def _counts(state: _State) -> str:
 
 def _events(source: Input, options: ReadOptions, state: _State) -> Iterator[_Event]:
     """The file's events in order (consecutive lines of one symbol, update type and
-    ``last_update_id``), its malformed lines as rejects."""
+    ``last_update_id``), its malformed lines as rejects. Lines are grouped with Arrow
+    and numpy kernels; Python runs once per event, not per line."""
     delimiter = options.csv.delimiter
     pending: _Event | None = None
     with source.open() as stream:
@@ -179,48 +181,92 @@ def _events(source: Input, options: ReadOptions, state: _State) -> Iterator[_Eve
         ):
             parsed = parse_numbers(lines, _NUMBERS, source.url)
             state.rejects += parsed.rejects
-            for line in _lines(parsed, state):
-                event, side, level = line
-                same = pending is not None and (pending.symbol, pending.last, pending.kind) == (
-                    event.symbol,
-                    event.last,
-                    event.kind,
-                )
-                if not same:
-                    if pending is not None:
-                        yield pending
-                    pending = event
-                assert pending is not None
-                (pending.bids if side == "b" else pending.asks).append(level)
+            for event in _group(_checked(parsed, state), state):
+                if pending is not None and _key(pending) == _key(event):
+                    pending.bids += event.bids  # an event split across two blocks
+                    pending.asks += event.asks
+                    continue
+                if pending is not None:
+                    yield pending
+                pending = event
     if pending is not None:
         yield pending
 
 
-def _lines(lines: Lines, state: _State) -> Iterator[tuple[_Event, str, tuple[float, float]]]:
-    """Each well-formed line as the event it would start, its side and its level; lines
-    with an unknown side or update type become rejects."""
-    columns = {name: lines.columns[name].to_pylist() for name in HEADER}
-    for i, row in enumerate(lines.rows.tolist()):
-        side = _SIDES.get(str(columns["side"][i]).strip().lower())
-        kind = str(columns["update_type"][i]).strip().lower()
-        if side is None or kind not in ("snap", "set"):
-            column = "side" if side is None else "update_type"
-            why = "is not a side (b, a)" if side is None else "is not an update type (snap, set)"
-            raw = str(lines.raw[i])
-            value = str(columns[column][i])
-            state.rejects.append(reject(state.url, row, column, value, raw, why))
-            continue
-        event = _Event(
-            row,
-            _ns(state, int(columns["timestamp"][i])),
-            str(columns["symbol"][i]).strip().upper(),
-            kind,
-            int(columns["first_update_id"][i]),
-            int(columns["last_update_id"][i]),
-            int(columns["pu"][i]),
-            raw=str(lines.raw[i]),
+def _key(event: _Event) -> tuple[str, int, str]:
+    return event.symbol, event.last, event.kind
+
+
+_SIDE_NAMES = pa.array(list(_SIDES))
+_BID_CODES = np.array([_SIDES[name] == "b" for name in _SIDES])
+_KINDS = pa.array(["snap", "set"])
+
+
+def _checked(lines: Lines, state: _State) -> Lines:
+    """``lines`` without those whose side or update type is unknown (rejects)."""
+    side = pc.index_in(pc.utf8_lower(pc.utf8_trim_whitespace(lines.columns["side"])), _SIDE_NAMES)
+    kind = pc.index_in(pc.utf8_lower(pc.utf8_trim_whitespace(lines.columns["update_type"])), _KINDS)
+    bad = np.asarray(pc.or_(pc.is_null(side), pc.is_null(kind)).to_numpy(zero_copy_only=False))
+    lines.columns["side_code"] = side
+    lines.columns["kind_code"] = kind
+    if not bad.any():
+        return lines
+    side_bad = np.asarray(pc.is_null(side).to_numpy(zero_copy_only=False))
+    for i in np.flatnonzero(bad).tolist():
+        column = "side" if side_bad[i] else "update_type"
+        why = "is not a side (b, a)" if side_bad[i] else "is not an update type (snap, set)"
+        value = str(lines.columns[column][i].as_py())
+        row = int(lines.rows[i])
+        state.rejects.append(reject(state.url, row, column, value, str(lines.raw[i]), why))
+    return lines.take(~bad)
+
+
+def _numbers(lines: Lines, name: str) -> np.ndarray:
+    return np.asarray(lines.columns[name].to_numpy(zero_copy_only=False))
+
+
+def _group(lines: Lines, state: _State) -> Iterator[_Event]:
+    """The events of one block of checked lines (the first may go on in the next block)."""
+    n = len(lines.rows)
+    if n == 0:
+        return
+    last = _numbers(lines, "last_update_id")
+    kind = _numbers(lines, "kind_code")
+    symbols = lines.columns["symbol"]
+    starts = np.ones(n, dtype=bool)
+    if n > 1:
+        same_symbol = pc.equal(symbols.slice(1), symbols.slice(0, n - 1))
+        same = (last[1:] == last[:-1]) & (kind[1:] == kind[:-1])
+        same &= np.asarray(same_symbol.to_numpy(zero_copy_only=False), dtype=bool)
+        starts[1:] = ~same
+    begin = np.flatnonzero(starts)
+    end = np.append(begin[1:], n)
+    is_bid = _BID_CODES[_numbers(lines, "side_code")]
+    price, qty = _numbers(lines, "price"), _numbers(lines, "qty")
+    ts, first, previous = (_numbers(lines, c) for c in ("timestamp", "first_update_id", "pu"))
+    # Python objects once per block: Arrow scalars cost microseconds each.
+    at = pa.array(begin)
+    names = [str(v).strip().upper() for v in symbols.take(at).to_pylist()]
+    raws = [str(v) for v in lines.raw.take(at).to_pylist()]
+    levels = list(zip(price.tolist(), qty.tolist(), strict=True))
+    bid_list = is_bid.tolist()
+    heads = zip(
+        lines.rows[begin].tolist(),
+        ts[begin].tolist(),
+        kind[begin].tolist(),
+        first[begin].tolist(),
+        last[begin].tolist(),
+        previous[begin].tolist(),
+        strict=True,
+    )
+    for i, (row, time, code, first_id, last_id, pu) in enumerate(heads):
+        b, e = int(begin[i]), int(end[i])
+        bids = [levels[j] for j in range(b, e) if bid_list[j]]
+        asks = [levels[j] for j in range(b, e) if not bid_list[j]]
+        kind_name = "snap" if code == 0 else "set"
+        yield _Event(
+            row, _ns(state, time), names[i], kind_name, first_id, last_id, pu, bids, asks, raws[i]
         )
-        yield event, side, (float(columns["price"][i]), float(columns["qty"][i]))
 
 
 def _ns(state: _State, value: int) -> int:
@@ -229,14 +275,10 @@ def _ns(state: _State, value: int) -> int:
     return value * state.unit_ns
 
 
-def _as_text(levels: list[tuple[float, float]]) -> list[tuple[str, str]]:
-    return [(repr(price), repr(qty)) for price, qty in levels]
-
-
 def _apply(state: _State, event: _Event) -> None:
     book = state.books.setdefault(event.symbol, DepthBook(futures=True))
     if event.kind == "snap":
-        book.load(event.last, _as_text(event.bids), _as_text(event.asks))
+        book.load(event.last, event.bids, event.asks)
         _row(state, event, "R", book)
         return
     seeds = state.seeds.get(event.symbol)
@@ -245,10 +287,8 @@ def _apply(state: _State, event: _Event) -> None:
     while seeds and (book.snapshot_id is None or seeds[0].last <= event.last):
         seed = seeds.popleft()
         if book.snapshot_id is None or book.broken is not None or seed.last >= event.first:
-            book.load(seed.last, _as_text(seed.bids), _as_text(seed.asks))
-    refusal = book.apply(
-        event.first, event.last, event.previous, _as_text(event.bids), _as_text(event.asks)
-    )
+            book.load(seed.last, seed.bids, seed.asks)
+    refusal = book.apply(event.first, event.last, event.previous, event.bids, event.asks)
     if refusal is None:
         _row(state, event, "M", book)
         return

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 __all__ = ["DepthBook", "Refusal"]
 
-Levels = Iterable[tuple[str, str]]
+#: ``[price, quantity]`` pairs: text (Binance's JSON) or numbers (parsed CSV columns).
+Levels = Iterable[tuple[str | float, str | float]]
 
 
 @dataclass(frozen=True)
@@ -100,13 +101,11 @@ class DepthBook:
 
     def top(self, depth: int) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
         """The best ``depth`` bid and ask levels, best first."""
-        bids = heapq.nlargest(depth, self.bids.items())
-        asks = heapq.nsmallest(depth, self.asks.items())
-        return bids, asks
+        return _best(self.bids, depth, True), _best(self.asks, depth, False)
 
 
 def _parse(levels: Levels) -> list[tuple[float, float]]:
-    """``[price, quantity]`` text pairs as floats (ValueError/TypeError on a bad one)."""
+    """``[price, quantity]`` pairs as floats (ValueError/TypeError on a bad one)."""
     return [(float(price), float(size)) for price, size in levels]
 
 
@@ -116,3 +115,14 @@ def _update(book: dict[float, float], levels: list[tuple[float, float]]) -> None
             book.pop(price, None)
         else:
             book[price] = size
+
+
+#: Levels up to which one sort (in C) beats a heap selection (Python steps per level).
+_SORT_BELOW = 256
+
+
+def _best(side: dict[float, float], depth: int, highest: bool) -> list[tuple[float, float]]:
+    if len(side) <= _SORT_BELOW:
+        return sorted(side.items(), reverse=highest)[:depth]
+    pick = heapq.nlargest if highest else heapq.nsmallest
+    return pick(depth, side.items())
