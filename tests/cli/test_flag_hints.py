@@ -147,3 +147,21 @@ def test_a_run_that_stores_nothing_fails_naming_the_top_reasons(
     good = tmp_path / "good.csv"
     good.write_text("timestamp,symbol,price,size\n2024-01-02 10:00,AAA,10.5,1\n" + rows)
     assert cli_ingest(str(good), "--out", str(tmp_path / "other")) == 0
+
+
+def test_a_pipe_delimited_headerless_kline_file_names_both_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "btc-klines.csv"
+    t0 = 1_704_067_200_000
+    lines = [
+        f"{t0 + i * 60_000}|42000|42010|41990|42005|1.5|{t0 + i * 60_000 + 59_999}|63000|12|0.7|"
+        "29400|0"
+        for i in range(3)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    args = ["ingest", str(path), "--out", str(tmp_path / "store"), "--workers", "1", "--quiet"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "--delimiter '|' --no-header" in err
+    assert "pass --schema" not in err.split("--no-header")[0]  # the fix comes first
