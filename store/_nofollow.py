@@ -42,9 +42,8 @@ class SymlinkError(StoreCorruptError):
         prefix = f"{where}: " if where else ""
         super().__init__(
             f"{prefix}{root.rstrip('/')}/{rel} is a symlink; a store holds plain files and "
-            "folders only, so nothing is read, written or removed through it, outside the "
-            "store root "
-            "(rule: store_relative_path)",
+            "folders only, and nothing is read, written or removed through a link (it could "
+            "lead outside the store root; rule: store_relative_path)",
             [(rel, "symlink")],
         )
         self.rel = rel
