@@ -653,6 +653,12 @@ class ChunkLoader:
                 offset, length = 0, size
                 if file.codec == "raw":
                     _check_size(size, file, where)
+                elif size > _most_stored(file.nbytes):
+                    raise StoreCorruptError(
+                        f"{where}: {file.codec} chunk of {size:,} bytes, more than any frame "
+                        f"of a {file.nbytes:,}-byte chunk takes",
+                        [(file.rel, "wrong size")],
+                    )
             else:
                 offset, length = stored.offset, stored.nbytes
                 if size < offset + length:
@@ -719,6 +725,12 @@ def _check_size(size: int, file: ChunkFile, where: str) -> None:
             f"({file.stored_rows} rows x {file.n_features} {kind})",
             [(file.rel, "wrong size")],
         )
+
+
+def _most_stored(decoded: int) -> int:
+    """The most bytes a compressed chunk of ``decoded`` bytes may take (zstd's and Blosc's
+    worst case, incompressible data, is a little over the raw size)."""
+    return decoded + decoded // 64 + 4096
 
 
 def _missing(file: ChunkFile, where: str) -> StoreCorruptError:

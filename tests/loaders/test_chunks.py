@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -199,3 +201,38 @@ def test_loaded_chunks_hold_no_file_descriptors(tmp_path: Path, codec: Codec) ->
     assert ds.cache_stats()["loaded_chunks"] > 30
     # A loaded chunk holds no open file (a cache of thousands would hit the limit).
     assert len(os.listdir("/proc/self/fd")) - before < 8
+
+
+_INFLATED = """
+import resource, sys
+import numpy as np
+from ticktensor.errors import StoreCorruptError
+from ticktensor.loaders import WindowDataset
+from ticktensor.store import Store
+
+version = Store.open(sys.argv[1]).version()
+ds = WindowDataset(version, 6, verify="none")
+with open("/proc/self/statm") as f:
+    size = int(f.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), resource.RLIM_INFINITY))
+try:
+    ds.get_batch(np.arange(20))
+except StoreCorruptError as exc:
+    print("StoreCorruptError:", exc)
+"""
+
+
+def test_an_inflated_compressed_chunk_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A segment's zstd chunk file grown to 4 GiB (sparse) is named, not read into memory."""
+    version = codec_store(str(tmp_path / "store"), Codec.ZSTD)
+    path = chunk_path(version)
+    os.truncate(path, 4 << 30)
+    done = subprocess.run(
+        [sys.executable, "-c", _INFLATED, str(tmp_path / "store")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"{path}: zstd chunk of 4,294,967,296 bytes, more than any frame" in done.stdout
