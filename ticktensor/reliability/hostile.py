@@ -16,8 +16,9 @@ and checks from the outside (``WindowDataset`` and ``DataLoader`` with their def
   memory cap (no ``MemoryError``);
 - ``write-through-symlink``: a commit neither creates the target of a dangling ``.lock``
   symlink nor writes through a ``versions/`` folder symlinked elsewhere;
-- ``checkpoint-disagrees``: a checkpoint that drops a pack its log entries added
-  (hashes rewritten to match) is an error naming the checkpoint, and ``verify`` says so;
+- ``checkpoint-disagrees``: a checkpoint that drops a pack its own log entry or an
+  earlier one added (hashes rewritten to match) is an error naming the checkpoint when
+  the version is opened, and ``verify`` says so;
 - ``shard-truncated-mapped``: a shard truncated during a ``verify=False`` epoch is an
   error naming it (or the epoch serves the committed values), never a signal.
 
@@ -278,25 +279,27 @@ def _write_through_symlink(root: Path) -> _Outcomes:
 
 def _checkpoint_disagrees(root: Path) -> _Outcomes:
     case = "checkpoint-disagrees"
-    store_dir = root / "store"
-    store = pack_store(store_dir, sessions=3, checkpoint_every=2)
     name = "versions/00000002.checkpoint.json"
-    checkpoint = json.loads((store_dir / name).read_bytes())
-    dropped = checkpoint["packs"].pop(0)["session"]  # added by version 1's log entry
-    (store_dir / name).write_bytes(json.dumps(checkpoint).encode())
-    rechain(store_dir)
-    try:
-        sessions = [p.session for p in Store.open(store.url).version().packs]
-        yield FaultOutcome(
-            case, "open the latest version", False,
-            f"used silently: the latest version lists packs {sessions}, not {dropped}",
-        )  # fmt: skip
-    except TickTensorError as exc:
-        text = str(exc).splitlines()[0][:200]
-        yield FaultOutcome(case, "open the latest version", name in text, text)
-    code, out = _cli("verify", store.url, "--quiet")
-    said = out.strip().splitlines()[0][:200] if out.strip() else f"exit {code}"
-    yield FaultOutcome(case, "ticktensor verify", _refused(code, out) and name in out, said)
+    # Version 1 adds session 2024-01-02, version 2 (the checkpoint) 2024-01-03.
+    for whose, session in (("its own entry's", "2024-01-03"), ("an earlier entry's", "2024-01-02")):
+        store_dir = root / session
+        store = pack_store(store_dir, sessions=3, checkpoint_every=2)
+        checkpoint = json.loads((store_dir / name).read_bytes())
+        checkpoint["packs"] = [p for p in checkpoint["packs"] if p["session"] != session]
+        (store_dir / name).write_bytes(json.dumps(checkpoint).encode())
+        rechain(store_dir)
+        point = f"drops {whose} pack"
+        try:
+            sessions = [p.session for p in Store.open(store.url).version().packs]
+            detail = f"used silently: the latest version lists packs {sessions}, not {session}"
+            yield FaultOutcome(case, f"{point}: open", False, detail)
+        except TickTensorError as exc:
+            text = str(exc).splitlines()[0][:200]
+            yield FaultOutcome(case, f"{point}: open", name in text, text)
+        code, out = _cli("verify", store.url, "--quiet")
+        said = out.strip().splitlines()[0][:200] if out.strip() else f"exit {code}"
+        ok = _refused(code, out) and name in out
+        yield FaultOutcome(case, f"{point}: verify", ok, said)
 
 
 def _shard_truncated_mapped(root: Path) -> _Outcomes:
