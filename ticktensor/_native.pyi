@@ -378,10 +378,9 @@ class LiveEngine:
         kind: int,
         symbol: int,
         ts: int,
-        a: float,
-        b: float,
-        c: float,
-        d: float,
+        values: Annotated[
+            NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ],
         key: int,
         row: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
     ) -> int:

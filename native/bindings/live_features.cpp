@@ -5,6 +5,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -58,10 +59,15 @@ class LiveEngine {
     return engine_.add_symbol();
   }
 
-  std::uint8_t push(std::uint8_t kind, std::uint32_t symbol, std::int64_t ts, double a, double b,
-                    double c, double d, std::uint64_t key, Out<double> row) {
+  std::uint8_t push(std::uint8_t kind, std::uint32_t symbol, std::int64_t ts, In<double> values,
+                    std::uint64_t key, Out<double> row) {
     expect("row", row.shape(0), engine_.features());
-    const tt::live::Event e{ts, symbol, event_kind(kind), a, b, c, d, key};
+    if (values.shape(0) > tt::live::kValues) {
+      throw tt::ArgumentError("values: expected at most " + std::to_string(tt::live::kValues) +
+                              " items, got " + std::to_string(values.shape(0)));
+    }
+    tt::live::Event e{ts, symbol, event_kind(kind), {}, key};
+    std::copy(values.data(), values.data() + values.shape(0), e.v);
     std::lock_guard<std::mutex> lock(mutex_);
     return static_cast<std::uint8_t>(engine_.push(e, row.data()));
   }
@@ -141,8 +147,9 @@ class LiveEngine {
 
  private:
   static tt::live::EventKind event_kind(std::uint8_t kind) {
-    if (kind > 1) {
-      throw tt::ArgumentError("kind: expected 0 (quote) or 1 (trade), got " + std::to_string(kind));
+    if (kind > 2) {
+      throw tt::ArgumentError("kind: expected 0 (quote), 1 (trade) or 2 (bar), got " +
+                              std::to_string(kind));
     }
     return static_cast<tt::live::EventKind>(kind);
   }
@@ -150,8 +157,8 @@ class LiveEngine {
   static tt::live::Config config(std::uint8_t clock, const In<std::uint8_t>& ops,
                                  const In<std::uint8_t>& windows, const In<std::int64_t>& sizes,
                                  std::size_t history) {
-    if (clock > 1) {
-      throw tt::ArgumentError("clock: expected 0 (quotes) or 1 (trades), got " +
+    if (clock > 2) {
+      throw tt::ArgumentError("clock: expected 0 (quotes), 1 (trades) or 2 (ohlcv), got " +
                               std::to_string(clock));
     }
     const std::size_t f = ops.shape(0);
@@ -159,7 +166,7 @@ class LiveEngine {
     expect("sizes", sizes.shape(0), f);
     tt::live::Config c{static_cast<tt::live::Clock>(clock), {}, history};
     for (std::size_t j = 0; j < f; ++j) {
-      if (ops.data()[j] > static_cast<std::uint8_t>(tt::live::Op::last_trade_signed_size) ||
+      if (ops.data()[j] > static_cast<std::uint8_t>(tt::live::Op::range_bps) ||
           windows.data()[j] > 2) {
         throw tt::ArgumentError("feature " + std::to_string(j) + ": unknown op or window");
       }
@@ -176,7 +183,10 @@ class LiveEngine {
     expect("kind", kind.shape(0), n);
     expect("symbol", symbol.shape(0), n);
     expect("values", values.shape(0), n);
-    expect("values' columns", values.shape(1), 4);
+    if (values.shape(1) > tt::live::kValues) {
+      throw tt::ArgumentError("values: expected at most " + std::to_string(tt::live::kValues) +
+                              " columns, got " + std::to_string(values.shape(1)));
+    }
     expect("key", key.shape(0), n);
     for (std::size_t k = 0; k < n; ++k) event_kind(kind.data()[k]);
   }
@@ -187,11 +197,16 @@ class LiveEngine {
                                              const In<std::uint64_t>& key) {
     const std::size_t n = ts.shape(0);
     std::vector<tt::live::Event> events(n);
+    const std::size_t width = values.shape(1);
     const double* v = values.data();
     for (std::size_t k = 0; k < n; ++k) {
-      events[k] = {ts.data()[k], symbol.data()[k], static_cast<tt::live::EventKind>(kind.data()[k]),
-                   v[4 * k],     v[4 * k + 1],     v[4 * k + 2],
-                   v[4 * k + 3], key.data()[k]};
+      tt::live::Event& e = events[k];
+      e.ts = ts.data()[k];
+      e.symbol = symbol.data()[k];
+      e.kind = static_cast<tt::live::EventKind>(kind.data()[k]);
+      std::copy(v + width * k, v + width * (k + 1), e.v);
+      std::fill(e.v + width, e.v + tt::live::kValues, 0.0);
+      e.key = key.data()[k];
     }
     return events;
   }
@@ -211,8 +226,8 @@ void bind_live_features(nb::module_& m) {
       .def_prop_ro("features", &LiveEngine::features, "Number of features per row.")
       .def_prop_ro("symbols", &LiveEngine::symbols, "Number of symbols.")
       .def("add_symbol", &LiveEngine::add_symbol, "A new symbol; returns its number.")
-      .def("push", &LiveEngine::push, "kind"_a, "symbol"_a, "ts"_a, "a"_a, "b"_a, "c"_a, "d"_a,
-           "key"_a, "row"_a, "Take one event; returns its verdict (0: `row` holds a new row).")
+      .def("push", &LiveEngine::push, "kind"_a, "symbol"_a, "ts"_a, "values"_a, "key"_a, "row"_a,
+           "Take one event; returns its verdict (0: `row` holds a new row).")
       .def("push_batch", &LiveEngine::push_batch, "kind"_a, "symbol"_a, "ts"_a, "values"_a, "key"_a,
            "rows"_a, "row_event"_a, "verdicts"_a,
            "Take events in order; returns the number of rows written. The GIL is released.")

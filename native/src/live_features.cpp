@@ -103,47 +103,74 @@ std::uint32_t Engine::add_symbol() {
 }
 
 Verdict Engine::check(const Event& e, SymbolState& s) const {
+  const double* v = e.v;
   if (e.kind == EventKind::quote) {
-    for (double v : {e.a, e.b, e.c, e.d}) {
-      if (std::isinf(v)) return Verdict::finite;
+    for (std::size_t k = 0; k < 4; ++k) {
+      if (std::isinf(v[k])) return Verdict::finite;
     }
-    if (e.a <= 0.0 || e.b <= 0.0) return Verdict::positive_price;
-    if (e.c < 0.0 || e.d < 0.0) return Verdict::non_negative_size;
-    if (e.a > e.b) return Verdict::crossed_book;
+    if (v[0] <= 0.0 || v[1] <= 0.0) return Verdict::positive_price;
+    if (v[2] < 0.0 || v[3] < 0.0) return Verdict::non_negative_size;
+    if (v[0] > v[1]) return Verdict::crossed_book;
+  } else if (e.kind == EventKind::trade) {
+    if (std::isnan(v[0]) || std::isnan(v[1]) || std::isnan(v[2])) return Verdict::not_null;
+    if (std::isinf(v[0]) || std::isinf(v[1])) return Verdict::finite;
+    if (v[0] <= 0.0) return Verdict::positive_price;
+    if (v[1] < 0.0) return Verdict::non_negative_size;
+    if (v[1] == 0.0) return Verdict::positive_trade_size;
+    if (v[2] != -1.0 && v[2] != 0.0 && v[2] != 1.0) return Verdict::side_domain;
   } else {
-    if (std::isnan(e.a) || std::isnan(e.b) || std::isnan(e.c)) return Verdict::not_null;
-    if (std::isinf(e.a) || std::isinf(e.b)) return Verdict::finite;
-    if (e.a <= 0.0) return Verdict::positive_price;
-    if (e.b < 0.0) return Verdict::non_negative_size;
-    if (e.b == 0.0) return Verdict::positive_trade_size;
-    if (e.c != -1.0 && e.c != 0.0 && e.c != 1.0) return Verdict::side_domain;
+    for (std::size_t k = 0; k < 4; ++k) {
+      if (std::isnan(v[k])) return Verdict::not_null;
+    }
+    for (std::size_t k = 0; k < 7; ++k) {
+      if (std::isinf(v[k])) return Verdict::finite;
+    }
+    for (std::size_t k : {0, 1, 2, 3, 6}) {
+      if (v[k] <= 0.0) return Verdict::positive_price;
+    }
+    if (v[4] < 0.0) return Verdict::non_negative_size;
+    if (v[2] > std::min(v[0], v[3]) || v[1] < std::max(v[0], v[3])) return Verdict::ohlc_range;
   }
   if (e.ts < s.last_ts) return Verdict::late;
   const auto kind = static_cast<std::size_t>(e.kind);
-  if (e.ts == s.last_ts) {
-    for (const auto& seen : s.at_last_ts[kind]) {
-      if (same(seen[0], e.a) && same(seen[1], e.b) && same(seen[2], e.c) && same(seen[3], e.d) &&
-          std::memcmp(&seen[4], &e.key, sizeof(double)) == 0) {
-        return Verdict::duplicate;
-      }
-    }
-  } else {
-    s.at_last_ts[0].clear();
-    s.at_last_ts[1].clear();
-    s.last_ts = e.ts;
-  }
   double key = 0.0;
   std::memcpy(&key, &e.key, sizeof(double));
-  s.at_last_ts[kind].push_back({e.a, e.b, e.c, e.d, key});
-  return e.kind == EventKind::quote
-             ? (config_.clock == Clock::quotes ? Verdict::row : Verdict::joined)
-             : (config_.clock == Clock::trades ? Verdict::row : Verdict::joined);
+  if (e.ts == s.last_ts) {
+    for (const auto& seen : s.at_last_ts[kind]) {
+      bool equal = std::memcmp(&seen[kValues], &key, sizeof(double)) == 0;
+      for (std::size_t k = 0; equal && k < kValues; ++k) equal = same(seen[k], v[k]);
+      if (equal) return Verdict::duplicate;
+    }
+  } else {
+    for (auto& seen : s.at_last_ts) seen.clear();
+    s.last_ts = e.ts;
+  }
+  std::array<double, kValues + 1> seen;
+  std::copy(v, v + kValues, seen.begin());
+  seen[kValues] = key;
+  s.at_last_ts[kind].push_back(seen);
+  const EventKind rows = config_.clock == Clock::quotes   ? EventKind::quote
+                         : config_.clock == Clock::trades ? EventKind::trade
+                                                          : EventKind::bar;
+  return e.kind == rows ? Verdict::row : Verdict::joined;
 }
 
-void Engine::take_trade(const Event& e, SymbolState& s) {
-  const double quantities[4] = {e.b, e.a * e.b, 1.0, e.c * e.b};
-  for (std::size_t q = 0; q < 4; ++q) s.cum[q] = s.cum[q] + quantities[q];
-  s.last_signed = quantities[kSigned];
+std::array<double, 4> Engine::quantities(const Event& e) const {
+  const double* v = e.v;
+  if (e.kind == EventKind::trade) return {v[1], v[0] * v[1], 1.0, v[2] * v[1]};
+  // A bar: its volume, vwap (else close) times volume, its trade count; no sides.
+  const double price = std::isnan(v[6]) ? v[3] : v[6];
+  return {v[4], price * v[4], v[5], kNaN};
+}
+
+void Engine::take_quantities(const std::array<double, 4>& x, std::int64_t ts, SymbolState& s) {
+  // polars' cum_sum: a null (NaN here) adds nothing, and the row's own sum is null.
+  std::array<double, 4> now;
+  for (std::size_t q = 0; q < 4; ++q) {
+    if (!std::isnan(x[q])) s.cum[q] = s.cum[q] + x[q];
+    now[q] = std::isnan(x[q]) ? kNaN : s.cum[q];
+  }
+  s.last_signed = x[kSigned];
   ++s.trades;
   if (durations_.empty()) return;
   // Marks every time window has passed are no longer read: drop them now and then.
@@ -154,8 +181,8 @@ void Engine::take_trade(const Event& e, SymbolState& s) {
     s.mark_cum.erase(s.mark_cum.begin(), s.mark_cum.begin() + drop);
     for (std::size_t& p : s.passed) p -= oldest;
   }
-  s.mark_ts.push_back(e.ts);
-  s.mark_cum.push_back(s.cum);
+  s.mark_ts.push_back(ts);
+  s.mark_cum.push_back(now);
 }
 
 void Engine::pass_marks(SymbolState& s, std::int64_t ts) {
@@ -173,37 +200,46 @@ void Engine::pass_marks(SymbolState& s, std::int64_t ts) {
 
 std::array<double, 4> Engine::window_sum(const SymbolState& s, const FeatureOp& f, std::size_t at,
                                          const std::array<double, 4>& own) const {
-  std::array<double, 4> out{};
   const bool own_window = f.window == Window::own || (f.window == Window::rows && f.size == 1);
   if (own_window) return own;
-  const std::array<double, 4> zero{0.0, 0.0, 0.0, 0.0};
-  const std::array<double, 4>* before = &zero;
-  if (f.window == Window::rows) {
-    if (s.rows >= f.size) before = &s.row_cum[slot(s.rows - f.size, row_ring_)];
-  } else {
-    before = &s.base[at];
+  // The row's cum (NaN where its own quantity is null), minus the cum N rows back (0 before
+  // the first row) or as of ts - d (0 before any, or where it is null: fill_null(0)).
+  const std::array<double, 4>& now = s.row_cum[slot(s.rows, row_ring_)];
+  std::array<double, 4> out{};
+  for (std::size_t q = 0; q < 4; ++q) {
+    double before = 0.0;
+    if (f.window == Window::rows) {
+      if (s.rows >= f.size) before = s.row_cum[slot(s.rows - f.size, row_ring_)][q];
+    } else if (!std::isnan(s.base[at][q])) {
+      before = s.base[at][q];
+    }
+    out[q] = now[q] - before;
   }
-  for (std::size_t q = 0; q < 4; ++q) out[q] = s.cum[q] - (*before)[q];
   return out;
 }
 
 void Engine::compute_row(const Event& e, SymbolState& s, double* row) {
   const bool quotes = config_.clock == Clock::quotes;
+  const bool bars = config_.clock == Clock::ohlcv;
   const std::int64_t i = s.rows;
   const double mid = (s.bid + s.ask) / 2;
-  const double px = quotes ? mid : e.a;
+  const double px = quotes ? mid : bars ? e.v[3] : e.v[0];
   // The row's own trade quantities: the quotes clock's interval since the previous row,
-  // the trades clock's trade itself.
+  // the trade or bar itself; and the cum as of the row.
   std::array<double, 4> own;
+  std::array<double, 4> now = s.cum;
   if (quotes) {
     const std::array<double, 4> zero{0.0, 0.0, 0.0, 0.0};
     const auto& prev = i > 0 ? s.row_cum[slot(i - 1, row_ring_)] : zero;
     for (std::size_t q = 0; q < 4; ++q) own[q] = s.cum[q] - prev[q];
   } else {
-    own = {e.b, e.a * e.b, 1.0, e.c * e.b};
+    own = quantities(e);
+    for (std::size_t q = 0; q < 4; ++q) {
+      if (std::isnan(own[q])) now[q] = kNaN;
+    }
   }
   s.px[slot(i, px_ring_)] = px;
-  s.row_cum[slot(i, row_ring_)] = s.cum;
+  s.row_cum[slot(i, row_ring_)] = now;
   pass_marks(s, e.ts);
   double log_ret_1 = 0.0;
   if (square_ring_ > 0) {
@@ -226,7 +262,7 @@ void Engine::compute_row(const Event& e, SymbolState& s, double* row) {
         v = s.ask;
         break;
       case Op::price:
-        v = e.a;
+        v = e.v[0];
         break;
       case Op::spread:
         v = s.ask - s.bid;
@@ -281,7 +317,19 @@ void Engine::compute_row(const Event& e, SymbolState& s, double* row) {
         v = static_cast<double>(e.ts % kNsPerDay) * (1.0 / static_cast<double>(kNsPerDay));
         break;
       case Op::last_trade_signed_size:
-        v = quotes ? s.last_signed : e.c * e.b;
+        v = quotes ? s.last_signed : e.v[2] * e.v[1];
+        break;
+      case Op::open:
+      case Op::high:
+      case Op::low:
+      case Op::close:
+        v = e.v[static_cast<std::size_t>(f.op) - static_cast<std::size_t>(Op::open)];
+        break;
+      case Op::vwap:
+        v = e.v[6];
+        break;
+      case Op::range_bps:
+        v = (e.v[1] - e.v[2]) / e.v[3] * 1e4;
         break;
     }
     row[j] = v;
@@ -304,12 +352,12 @@ Verdict Engine::push(const Event& e, double* row) {
   ++counts_[static_cast<std::size_t>(verdict)];
   if (verdict != Verdict::row && verdict != Verdict::joined) return verdict;
   if (e.kind == EventKind::quote) {
-    s.bid = e.a;
-    s.ask = e.b;
-    s.bid_sz = e.c;
-    s.ask_sz = e.d;
+    s.bid = e.v[0];
+    s.ask = e.v[1];
+    s.bid_sz = e.v[2];
+    s.ask_sz = e.v[3];
   } else {
-    take_trade(e, s);
+    take_quantities(quantities(e), e.ts, s);
   }
   if (verdict == Verdict::row) compute_row(e, s, row);
   return verdict;
@@ -358,7 +406,8 @@ void Engine::save(std::uint32_t symbol, std::vector<std::int64_t>& ints,
           s.trades,
           static_cast<std::int64_t>(s.mark_ts.size() - head),
           static_cast<std::int64_t>(s.at_last_ts[0].size()),
-          static_cast<std::int64_t>(s.at_last_ts[1].size())};
+          static_cast<std::int64_t>(s.at_last_ts[1].size()),
+          static_cast<std::int64_t>(s.at_last_ts[2].size())};
   for (std::size_t p : s.passed) ints.push_back(static_cast<std::int64_t>(p - head));
   ints.insert(ints.end(), s.mark_ts.begin() + static_cast<std::ptrdiff_t>(head), s.mark_ts.end());
   doubles = {s.bid, s.ask, s.bid_sz, s.ask_sz, s.last_signed, s.prev_mid};
@@ -371,8 +420,7 @@ void Engine::save(std::uint32_t symbol, std::vector<std::int64_t>& ints,
   put(s.row_cum.begin(), s.row_cum.end());
   put(s.mark_cum.begin() + static_cast<std::ptrdiff_t>(head), s.mark_cum.end());
   put(s.base.begin(), s.base.end());
-  put(s.at_last_ts[0].begin(), s.at_last_ts[0].end());
-  put(s.at_last_ts[1].begin(), s.at_last_ts[1].end());
+  for (const auto& seen : s.at_last_ts) put(seen.begin(), seen.end());
   doubles.insert(doubles.end(), s.history.begin(), s.history.end());
 }
 
@@ -384,23 +432,27 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
     throw ArgumentError("live state of symbol " + std::to_string(symbol) + ": " + what +
                         " (a state saved by an engine of another spec?)");
   };
-  if (n_ints < 6 + k) fail("too few int64 words");
+  constexpr std::size_t head = 7;  // last_ts, rows, trades, marks, events at last_ts per kind
+  if (n_ints < head + k) fail("too few int64 words");
   const auto marks = static_cast<std::size_t>(ints[3]);
-  const auto at0 = static_cast<std::size_t>(ints[4]);
-  const auto at1 = static_cast<std::size_t>(ints[5]);
-  if (n_ints != 6 + k + marks) fail("expected " + std::to_string(6 + k + marks) + " int64 words");
+  const std::size_t at[3] = {static_cast<std::size_t>(ints[4]), static_cast<std::size_t>(ints[5]),
+                             static_cast<std::size_t>(ints[6])};
+  if (n_ints != head + k + marks) {
+    fail("expected " + std::to_string(head + k + marks) + " int64 words");
+  }
   const std::size_t expected = 10 + px_ring_ + square_ring_ + 4 * (row_ring_ + marks + k) +
-                               5 * (at0 + at1) + config_.history * features();
+                               (kValues + 1) * (at[0] + at[1] + at[2]) +
+                               config_.history * features();
   if (n_doubles != expected) fail("expected " + std::to_string(expected) + " float64 words");
   SymbolState s = fresh();
   s.last_ts = ints[0];
   s.rows = ints[1];
   s.trades = ints[2];
   for (std::size_t j = 0; j < k; ++j) {
-    s.passed[j] = static_cast<std::size_t>(ints[6 + j]);
+    s.passed[j] = static_cast<std::size_t>(ints[head + j]);
     if (s.passed[j] > marks) fail("a time window passed more marks than it holds");
   }
-  s.mark_ts.assign(ints + 6 + k, ints + 6 + k + marks);
+  s.mark_ts.assign(ints + head + k, ints + head + k + marks);
   const double* d = doubles;
   s.bid = *d++;
   s.ask = *d++;
@@ -418,8 +470,8 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
   s.mark_cum.resize(marks);
   for (auto& a : s.mark_cum) take4(a);
   for (auto& a : s.base) take4(a);
-  for (std::size_t kind = 0; kind < 2; ++kind) {
-    s.at_last_ts[kind].resize(kind == 0 ? at0 : at1);
+  for (std::size_t kind = 0; kind < 3; ++kind) {
+    s.at_last_ts[kind].resize(at[kind]);
     for (auto& a : s.at_last_ts[kind]) {
       for (double& v : a) v = *d++;
     }

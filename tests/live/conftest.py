@@ -8,12 +8,13 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute
 import pytest
 
-from ticktensor.ingest import SyntheticMarket, _feature_engine, generate_day
+from ticktensor.ingest import SyntheticMarket, _feature_engine, generate_day, make_bars
 from ticktensor.ingest.features import SymbolFeatures, compute_session_features
 from ticktensor.live import LiveRows
-from ticktensor.schemas import EventKind, FeatureSpec
+from ticktensor.schemas import EventKind, FeatureSpec, conform
 
 BOOK = (
     "mid", "bid_px", "ask_px", "spread", "spread_bps", "imbalance", "log1p_bid_sz",
@@ -26,7 +27,17 @@ COMMON = (
     "vwap_distance", "vwap_distance_5", "vwap_distance_1s", "time_of_day",
     "last_trade_signed_size", "trades_last_1s",
 )  # fmt: skip
-FEATURES = {"quotes": BOOK + COMMON, "trades": ("price", *BOOK, *COMMON)}
+BARS = (
+    "open", "high", "low", "close", "vwap", "range_bps", "return", "return_5", "log_return",
+    "log_return_3", "volatility", "volatility_3", "volume", "volume_4", "volume_5m",
+    "dollar_volume", "dollar_volume_3", "trade_count", "trade_count_2", "trade_count_10m",
+    "vwap_distance", "vwap_distance_3", "vwap_distance_5m", "time_of_day", "trades_last_1s",
+)  # fmt: skip
+FEATURES = {
+    "quotes": BOOK + COMMON,
+    "trades": ("price", *BOOK, *COMMON),
+    "ohlcv": BARS,
+}
 """Every feature kind the live engine computes, per clock, with several parameters."""
 
 
@@ -40,6 +51,17 @@ def market(symbols: tuple[str, ...] = ("A", "B", "C"), quotes: int = 3000, trade
     m = SyntheticMarket(symbols=symbols, quotes_per_day=quotes, trades_per_day=trades, seed=seed)
     days = [generate_day(m, s, m.days[0]) for s in m.symbols]
     return {k: pa.concat_tables([d[k] for d in days]) for k in (EventKind.QUOTES, EventKind.TRADES)}
+
+
+@functools.cache
+def bars(symbols: tuple[str, ...] = ("A", "B", "C"), rule: str = "1m") -> dict[EventKind, pa.Table]:
+    """Bars of the generated trades, as a vendor's ohlcv file would hold them."""
+    trades = market(symbols, quotes=200, trades=3000)[EventKind.TRADES]
+    tables = []
+    for symbol in symbols:
+        mine = trades.filter(pa.compute.equal(trades.column("symbol"), symbol))
+        tables.append(make_bars(mine, rule))
+    return {EventKind.OHLCV: conform(pa.concat_tables(tables), "ohlcv")}
 
 
 def batch_reference(

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute
 import pytest
 
 from ticktensor.errors import ConfigError
 from ticktensor.live import LiveEngine, Quote, Trade, Verdict, batch_of_tables
-from ticktensor.schemas import FeatureSpec
+from ticktensor.schemas import EventKind, FeatureSpec
 
-from .conftest import assert_bits_equal, batch_reference, by_symbol, live_spec, market
+from .conftest import assert_bits_equal, bars, batch_reference, by_symbol, live_spec, market
 
 
 @pytest.mark.parametrize("clock", ["quotes", "trades"])
@@ -67,3 +69,32 @@ def test_version_1_specs_without_volatility_replay_too(
     assert_bits_equal(rows.values[by_symbol(rows, ref.symbols)], ref.features.values, features)
     with pytest.raises(ConfigError, match="version >= 2"):
         LiveEngine(FeatureSpec(("volatility_20",), clock=clock))  # type: ignore[arg-type]
+
+
+def test_replay_of_bars_equals_stored_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = bars()
+    spec = live_spec("ohlcv")
+    ref, ref64 = batch_reference(events, spec, monkeypatch)
+    rows = LiveEngine(spec).replay(events)
+    order = by_symbol(rows, ref.symbols)
+    np.testing.assert_array_equal(rows.ts[order], ref.features.ts)
+    assert_bits_equal(rows.values[order], ref.features.values, spec.features)
+    assert_bits_equal(rows.values64[order], ref64, spec.features)
+
+
+def test_bars_without_volume_or_trade_count_give_the_stored_nans(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = bars()[EventKind.OHLCV]
+    n = table.num_rows
+    nulls = pa.array(np.where(np.arange(n) % 7 == 3, None, 1.0).tolist(), pa.float64())
+    volume = pa.compute.multiply(table.column("volume"), nulls)
+    table = table.set_column(table.schema.get_field_index("volume"), "volume", volume)
+    counts = pa.nulls(n, pa.uint64())
+    table = table.set_column(table.schema.get_field_index("trade_count"), "trade_count", counts)
+    events = {EventKind.OHLCV: table}
+    spec = live_spec("ohlcv")
+    ref, _ = batch_reference(events, spec, monkeypatch)
+    rows = LiveEngine(spec).replay(events)
+    assert np.isnan(ref.features.values).any()
+    assert_bits_equal(rows.values[by_symbol(rows, ref.symbols)], ref.features.values, spec.features)

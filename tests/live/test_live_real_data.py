@@ -25,15 +25,21 @@ CASES = {
         ["tardis/huobi-dm-swap_quotes_BTC-USD.csv", "tardis/bitmex_trades_XBTUSD.csv"],
         None,
     ),
+    "1-minute bars": (["bars/btc-perp-20211231-20220201_1m.csv"], "BTC-PERP"),
 }
 SPECS = {
     "quotes": FeatureSpec(FEATURES["quotes"], version=2),
     "trades": FeatureSpec(("price", *COMMON), version=2, clock="trades"),
+    "ohlcv": FeatureSpec(FEATURES["ohlcv"], version=2, clock="ohlcv"),
 }
+RUNS = [
+    *((case, clock) for case in sorted(CASES) if case != "1-minute bars" for clock in SPECS
+      if clock != "ohlcv" and (case, clock) != ("fx quotes", "trades")),
+    ("1-minute bars", "ohlcv"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize("clock", sorted(SPECS))
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize(("case", "clock"), RUNS)
 def test_replaying_stored_sessions_of_real_files(case: str, clock: str, tmp_path: Path) -> None:
     files, symbol = CASES[case]
     paths = [DATA / f for f in files]
@@ -41,8 +47,6 @@ def test_replaying_stored_sessions_of_real_files(case: str, clock: str, tmp_path
         pytest.skip(f"sample files of {case} are not here")
     spec = SPECS[clock]
     options = IngestOptions(spec=spec, workers=1, read=ReadOptions(symbol=symbol))
-    if clock == "trades" and case == "fx quotes":
-        pytest.skip("quotes only: no rows on the trades clock")
     v = ingest([str(p) for p in paths], str(tmp_path / "store"), options, progress=False).version
     assert v.packs, "the ingest stored no feature rows"
     compared = 0

@@ -88,7 +88,7 @@ def _python_push(batch: EventBatch, n: int) -> float:
     name = batch.symbols[0]
     quotes = []
     for k in np.flatnonzero(batch.kind == 0)[:n].tolist():
-        bid, ask, bid_sz, ask_sz = batch.values[k].tolist()
+        bid, ask, bid_sz, ask_sz = batch.values[k, :4].tolist()
         quotes.append(Quote(name, int(batch.ts[k]), bid, ask, bid_sz, ask_sz))
     start = time.perf_counter()
     for q in quotes:
@@ -138,7 +138,7 @@ def _numpy_loop(batch: EventBatch, ticks: int) -> float:
     start = time.perf_counter()
     for k in range(n):
         ts = int(batch.ts[k])
-        a, b, c, d = batch.values[k]
+        a, b, c, d = batch.values[k, :4]
         if batch.kind[k] == 1:
             trades.append((ts, c * b, b, a * b))
             count += 1.0

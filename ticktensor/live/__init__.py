@@ -7,7 +7,7 @@ rows ingest would store for them, with per-symbol state in the native core. See
 """
 
 from ._engine import LiveEngine, LiveRows
-from ._events import EventBatch, Quote, Trade, batch_of_tables
+from ._events import Bar, EventBatch, Quote, Trade, batch_of_tables
 from ._plan import CLOCKS
 from ._replay import session_events, spec_of
 from ._verdicts import REFUSALS, Verdict
@@ -15,6 +15,7 @@ from ._verdicts import REFUSALS, Verdict
 __all__ = [
     "CLOCKS",
     "REFUSALS",
+    "Bar",
     "EventBatch",
     "LiveEngine",
     "LiveRows",

@@ -15,7 +15,7 @@ from ticktensor.errors import ConfigError
 from ticktensor.schemas import EventKind, FeatureSpec
 from ticktensor.store import FeatureStats, StoreVersion
 
-from ._events import QUOTE, TRADE, EventBatch, Quote, Trade, batch_of_tables
+from ._events import BAR, QUOTE, TRADE, Bar, EventBatch, Quote, Trade, batch_of_tables
 from ._plan import plan_of
 from ._replay import spec_of
 from ._verdicts import Verdict
@@ -118,16 +118,18 @@ class LiveEngine:
             number = self._symbols[name] = int(self._native.add_symbol())
         return number
 
-    def push(self, event: Quote | Trade) -> npt.NDArray[np.float32] | None:
+    def push(self, event: Quote | Trade | Bar) -> npt.NDArray[np.float32] | None:
         """Take one event; its feature row (float32) if it gave one, else None.
 
         A refused event changes nothing; :meth:`counts` counts it by rule.
         """
-        kind = QUOTE if isinstance(event, Quote) else TRADE
-        a, b, c, d = event.values()
-        verdict = self._native.push(
-            kind, self.symbol_id(event.symbol), event.ts, a, b, c, d, event.key, self._row
-        )
+        values = np.array(event.values(), dtype=np.float64)
+        if isinstance(event, Bar):
+            kind, ts = BAR, event.close_ts
+        else:
+            kind, ts = (QUOTE if isinstance(event, Quote) else TRADE), event.ts
+        symbol = self.symbol_id(event.symbol)
+        verdict = self._native.push(kind, symbol, ts, values, event.key, self._row)
         return self._row.astype(np.float32) if verdict == Verdict.ROW else None
 
     def push_batch(self, batch: EventBatch) -> LiveRows:
@@ -174,7 +176,7 @@ class LiveEngine:
         return ns
 
     def replay(self, events: Mapping[EventKind, pa.Table]) -> LiveRows:
-        """Replay canonical quote and trade tables (a stored session's, or a reader's)
+        """Replay canonical quote, trade or ohlcv tables (a stored session's, or a reader's)
         in the order of :func:`~ticktensor.live.batch_of_tables`."""
         return self.push_batch(batch_of_tables(events, self.spec.clock))
 

@@ -16,22 +16,28 @@ import pyarrow.compute as pc
 from ticktensor.errors import ConfigError
 from ticktensor.schemas import EventKind
 
-__all__ = ["QUOTE", "TRADE", "EventBatch", "Quote", "Trade", "batch_of_tables"]
+__all__ = ["BAR", "QUOTE", "TRADE", "Bar", "EventBatch", "Quote", "Trade", "batch_of_tables"]
 
 QUOTE = 0
 """The native kind number of a quote."""
 TRADE = 1
 """The native kind number of a trade."""
+BAR = 2
+"""The native kind number of a bar (the ohlcv clock)."""
+WIDTH = 8
+"""Values per event in a batch (the native core's)."""
 
 _VALUES = {
     EventKind.QUOTES: ("bid_px", "ask_px", "bid_sz", "ask_sz"),
     EventKind.TRADES: ("price", "size", "side"),
+    EventKind.OHLCV: ("open", "high", "low", "close", "volume", "trade_count", "vwap"),
 }
-_KINDS = {EventKind.QUOTES: QUOTE, EventKind.TRADES: TRADE}
+_KINDS = {EventKind.QUOTES: QUOTE, EventKind.TRADES: TRADE, EventKind.OHLCV: BAR}
 # Columns the features do not read but the duplicate rule compares ("every column").
 _OTHER = {
     EventKind.QUOTES: ("ts_recv", "venue", "bid_ct", "ask_ct", "sequence"),
     EventKind.TRADES: ("ts_recv", "venue", "trade_id", "sequence"),
+    EventKind.OHLCV: ("venue", "interval_ns"),
 }
 
 
@@ -57,8 +63,8 @@ class Quote:
     key: int = 0
     """Tells apart quotes equal in every other field (e.g. a sequence number)."""
 
-    def values(self) -> tuple[float, float, float, float]:
-        """The engine's four values."""
+    def values(self) -> tuple[float, ...]:
+        """The engine's values."""
         return (
             _field(self.bid_px),
             _field(self.ask_px),
@@ -79,16 +85,47 @@ class Trade:
     key: int = 0
     """Tells apart trades equal in every other field (e.g. a trade id's hash)."""
 
-    def values(self) -> tuple[float, float, float, float]:
-        """The engine's four values."""
-        return (_field(self.price), _field(self.size), _field(self.side), 0.0)
+    def values(self) -> tuple[float, ...]:
+        """The engine's values."""
+        return (_field(self.price), _field(self.size), _field(self.side))
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A bar of the ohlcv clock, stamped by its open (``ts``) and known at its close
+    (``ts + interval_ns``, the row's time); ``None`` where a column is not reported."""
+
+    symbol: str
+    ts: int
+    interval_ns: int
+    open: float
+    high: float
+    low: float
+    close: float
+    volume: float | None = None
+    trade_count: int | None = None
+    vwap: float | None = None
+    key: int = 0
+    """Tells apart bars equal in every other field."""
+
+    @property
+    def close_ts(self) -> int:
+        """The row's time: the bar's close."""
+        return self.ts + self.interval_ns
+
+    def values(self) -> tuple[float, ...]:
+        """The engine's values."""
+        columns = (self.open, self.high, self.low, self.close, self.volume)
+        return (*map(_field, columns), _field(self.trade_count), _field(self.vwap))
 
 
 class EventBatch(NamedTuple):
     """Events as columns, in the order the engine takes them.
 
-    ``values`` holds quotes' ``bid_px, ask_px, bid_sz, ask_sz`` and trades' ``price, size,
-    side, 0``; NaN is a null. ``symbol`` numbers ``symbols``.
+    ``values`` (``[n, 8]``) holds quotes' ``bid_px, ask_px, bid_sz, ask_sz``, trades'
+    ``price, size, side`` and bars' ``open, high, low, close, volume, trade_count, vwap``
+    (then zeros); NaN is a null. ``symbol`` numbers ``symbols``; a bar's ``ts`` is its
+    close time.
     """
 
     kind: npt.NDArray[np.uint8]
@@ -103,7 +140,7 @@ class EventBatch(NamedTuple):
 
 
 def _columns(table: pa.Table, kind: EventKind) -> npt.NDArray[np.float64]:
-    values = np.zeros((table.num_rows, 4), dtype=np.float64)
+    values = np.zeros((table.num_rows, WIDTH), dtype=np.float64)
     for j, name in enumerate(_VALUES[kind]):
         if name not in table.column_names:
             raise ConfigError(f"{kind.value} events lack column {name!r}")
@@ -126,13 +163,13 @@ def _keys(table: pa.Table, kind: EventKind) -> npt.NDArray[np.uint64]:
 
 
 def batch_of_tables(events: Mapping[EventKind, pa.Table], clock: str) -> EventBatch:
-    """Canonical quote and trade tables (any symbols) as one batch in replay order.
+    """Canonical quote, trade and ohlcv tables (any symbols) as one batch in replay order.
 
     Events are taken by time; of events stamped alike, those of the kind joined onto the
     clock's rows come first (the batch side's as-of joins see every event stamped at or
     before a row), each kind in its table's order.
     """
-    kinds = [k for k in (EventKind.QUOTES, EventKind.TRADES) if k in events]
+    kinds = [k for k in _KINDS if k in events]
     names = sorted({s for k in kinds for s in events[k].column("symbol").unique().to_pylist()})
     number = {name: i for i, name in enumerate(names)}
     parts = []
@@ -140,6 +177,9 @@ def batch_of_tables(events: Mapping[EventKind, pa.Table], clock: str) -> EventBa
         table = events[kind]
         symbols = table.column("symbol").to_pylist()
         ts = np.asarray(table.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
+        if kind is EventKind.OHLCV:  # known at its close
+            interval = table.column("interval_ns").cast(pa.int64()).to_numpy(zero_copy_only=False)
+            ts = ts + np.asarray(interval, dtype=np.int64)
         code = _KINDS[kind]
         joined = (clock == "quotes") == (kind is EventKind.TRADES)
         parts.append(
@@ -153,7 +193,7 @@ def batch_of_tables(events: Mapping[EventKind, pa.Table], clock: str) -> EventBa
             )
         )
     if not parts:
-        raise ConfigError("no quote or trade events to replay")
+        raise ConfigError("no quote, trade or ohlcv events to replay")
     columns = [np.concatenate(c) for c in zip(*parts, strict=True)]
     ts, first = columns[2], columns[5]
     order = np.lexsort((np.arange(ts.size), first, ts))

@@ -13,7 +13,7 @@ from ticktensor.schemas import FeatureSpec
 
 __all__ = ["CLOCKS", "Plan", "plan_of"]
 
-CLOCKS: tuple[str, ...] = ("quotes", "trades")
+CLOCKS: tuple[str, ...] = ("quotes", "trades", "ohlcv")
 """The clocks the live engine runs, by their native number."""
 
 # The native core's Op enum (native/include/ticktensor/live_features.hpp), in its order.
@@ -24,7 +24,8 @@ _OPS: dict[str, int] = {
             "mid", "bid_px", "ask_px", "price", "spread", "spread_bps", "imbalance",
             "log1p_bid_sz", "log1p_ask_sz", "return", "log_return", "mid_log_return",
             "volatility", "volume", "dollar_volume", "trade_count", "signed_volume",
-            "vwap_distance", "time_of_day", "last_trade_signed_size",
+            "vwap_distance", "time_of_day", "last_trade_signed_size", "open", "high", "low",
+            "close", "vwap", "range_bps",
         )
     )
 }  # fmt: skip

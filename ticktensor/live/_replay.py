@@ -20,13 +20,15 @@ def spec_of(version: StoreVersion) -> FeatureSpec:
 
 
 def session_events(version: StoreVersion, session: str) -> dict[EventKind, pa.Table]:
-    """The quote and trade events ``version`` stores for ``session`` (every symbol), in
-    the order ingest computed features from (by symbol, then time)."""
+    """The quote, trade and ohlcv events ``version`` stores for ``session`` (every
+    symbol), in the order ingest computed features from (by symbol, then time)."""
     events = {}
-    for kind in (EventKind.QUOTES, EventKind.TRADES):
+    for kind in (EventKind.QUOTES, EventKind.TRADES, EventKind.OHLCV):
         records = [t for t in version.tables_of(kind.value) if t.session == session]
         if records:
             events[kind] = pa.concat_tables(version.read_table(t) for t in records)
     if not events:
-        raise ConfigError(f"store version {version.version} has no quotes or trades of {session!r}")
+        raise ConfigError(
+            f"store version {version.version} has no quotes, trades or bars of {session!r}"
+        )
     return events

@@ -27,6 +27,7 @@ class Verdict(IntEnum):
     CROSSED_BOOK = 9
     UNKNOWN_SYMBOL = 10
     POSITIVE_TRADE_SIZE = 11
+    OHLC_RANGE = 12
 
 
 REFUSALS: tuple[Verdict, ...] = tuple(v for v in Verdict if v > Verdict.JOINED)

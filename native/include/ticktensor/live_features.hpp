@@ -11,18 +11,22 @@
 namespace tt::live {
 
 // The kinds of events the engine takes.
-enum class EventKind : std::uint8_t { quote = 0, trade = 1 };
+enum class EventKind : std::uint8_t { quote = 0, trade = 1, bar = 2 };
 
-// One event. Quotes: a = bid_px, b = ask_px, c = bid_sz, d = ask_sz. Trades: a = price,
-// b = size, c = side (-1, 0, +1), d unused. NaN stands for a null (an absent price).
-// `key` tells apart events equal in every other field (a sequence number or a hash of the
-// columns the features do not read): two events of one kind, symbol and time are
-// duplicates when their values and keys are all equal.
+// Values an event carries (the unused ones are ignored).
+inline constexpr std::size_t kValues = 8;
+
+// One event. Quotes: v = bid_px, ask_px, bid_sz, ask_sz. Trades: v = price, size, side
+// (-1, 0, +1). Bars (the ohlcv clock): v = open, high, low, close, volume, trade_count,
+// vwap, and `ts` is the bar's close time (ts_event + interval_ns). NaN stands for a null
+// (an absent price). `key` tells apart events equal in every other field (a sequence
+// number or a hash of the columns the features do not read): two events of one kind,
+// symbol and time are duplicates when their values and keys are all equal.
 struct Event {
   std::int64_t ts;
   std::uint32_t symbol;
   EventKind kind;
-  double a, b, c, d;
+  double v[kValues];
   std::uint64_t key;
 };
 
@@ -41,10 +45,11 @@ enum class Verdict : std::uint8_t {
   crossed_book = 9,
   unknown_symbol = 10,
   positive_trade_size = 11,  // a trade of size 0
+  ohlc_range = 12,           // low above min(open, close) or high below max(open, close)
 };
-inline constexpr std::size_t kVerdicts = 12;
+inline constexpr std::size_t kVerdicts = 13;
 
-enum class Clock : std::uint8_t { quotes = 0, trades = 1 };
+enum class Clock : std::uint8_t { quotes = 0, trades = 1, ohlcv = 2 };
 
 // The formula of a feature (docs/features.md); the parameter is in FeatureOp.
 enum class Op : std::uint8_t {
@@ -68,6 +73,12 @@ enum class Op : std::uint8_t {
   vwap_distance,
   time_of_day,
   last_trade_signed_size,
+  open,  // the bar's columns (ohlcv clock)
+  high,
+  low,
+  close,
+  vwap,
+  range_bps,
 };
 
 // A trade window: the row's own interval, the last N rows, or the last `size` ns.
@@ -105,7 +116,7 @@ struct SymbolState {
   std::vector<std::size_t> passed;
   std::vector<std::array<double, 4>> base;
   // Events at `last_ts`, per kind, for the duplicate rule: values and key.
-  std::array<std::vector<std::array<double, 5>>, 2> at_last_ts;
+  std::array<std::vector<std::array<double, kValues + 1>>, 3> at_last_ts;
   std::vector<float> history;  // ring of the last `history` rows, float32
 };
 
@@ -146,7 +157,8 @@ class Engine {
 
  private:
   Verdict check(const Event& e, SymbolState& s) const;
-  void take_trade(const Event& e, SymbolState& s);
+  void take_quantities(const std::array<double, 4>& x, std::int64_t ts, SymbolState& s);
+  std::array<double, 4> quantities(const Event& e) const;
   void compute_row(const Event& e, SymbolState& s, double* row);
   void pass_marks(SymbolState& s, std::int64_t ts);
   std::array<double, 4> window_sum(const SymbolState& s, const FeatureOp& f, std::size_t slot,
