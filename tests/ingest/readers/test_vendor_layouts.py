@@ -207,3 +207,46 @@ def test_tardis_header_in_another_delimiter_is_named(tmp_path: Path) -> None:
     path.write_text("\n".join(line.replace(",", "|") for line in lines) + "\n")
     with pytest.raises(ConfigError, match=r"--delimiter '\|'"):
         list(TardisReader().read(expand_inputs([str(path)])[0], ReadOptions()))
+
+
+BARS = DATA / "bars" / "btc-perp-20211231-20220201_1m.csv"
+
+
+@pytest.mark.parametrize(
+    ("header", "delimiter", "extra"),
+    [
+        ("Gmt time,Open,High,Low,Close,Volume", ";", False),  # Dukascopy-style header
+        ("Date (GMT),Open,High,Low,Close,Volume", "\t", False),
+        ("timestamp,open,high,low,close,volume", "|", True),  # a column no schema takes
+        (None, "|", False),  # no header at all
+    ],
+    ids=["gmt-semicolon", "date-gmt-tab", "extra-pipe", "headerless-pipe"],
+)
+def test_real_bars_in_header_and_delimiter_variants(
+    tmp_path: Path, header: str | None, delimiter: str, extra: bool
+) -> None:
+    import pyarrow.csv as pacsv
+
+    original = pacsv.read_csv(BARS).slice(0, 600)
+    lines = BARS.read_text().splitlines()[1:601]
+    fields = [line.split(",") + (["1.0"] if extra else []) for line in lines]
+    names = header.split(",") + (["Adj Close"] if extra else []) if header else None
+    text = [delimiter.join(names)] if names else []
+    text += [delimiter.join(f) for f in fields]
+    path = tmp_path / "btc-bars.csv"
+    path.write_text("\n".join(text) + "\n")
+    columns = {} if header else {c: str(i) for i, c in enumerate(original.column_names)}
+    columns.pop("timestamp", None)
+    if not header:
+        columns["ts_event"] = "0"
+    fmt = CsvFormat(delimiter=delimiter, header=header is not None, columns=columns)
+    batches = read(path, kind="ohlcv", symbol="BTC", csv=fmt, batch_rows=250)
+    table = pa.concat_tables([b.table for b in batches])
+    assert sum(b.rejects.num_rows for b in batches) == 0
+    assert table.column("close").to_pylist() == original.column("close").to_pylist()
+    assert table.column("volume").to_pylist() == original.column("volume").to_pylist()
+    assert set(table.column("interval_ns").to_pylist()) == {60 * 10**9}
+    if extra:
+        assert any("'Adj Close'" in n for n in notes(batches))
+    [report] = run([path], tmp_path, kind="ohlcv", symbol="BTC", csv=fmt).files
+    assert (report.rows_read, report.rows_stored, report.rows_quarantined) == (600, 600, 0)
