@@ -168,7 +168,14 @@ def read_dump(source: Input, options: ReadOptions) -> Iterator[EventBatch]:
                 for k, v in inference.columns.items()
             }
             derived = ("vwap: quote_volume / volume",) if layout.kind is EventKind.OHLCV else ()
-            inference = Inference(named, (what, *derived, *inference.notes))
+            unused = [c for c in layout.columns if c not in layout.mapping.values()]
+            notes = [
+                f"not stored (no {layout.kind.value} column takes them): {unused}"
+                if n.startswith("not stored")
+                else n
+                for n in inference.notes
+            ]
+            inference = Inference(named, (what, *derived, *notes))
         yield replace(batch, table=table, inference=inference)
 
 

@@ -123,12 +123,17 @@ class ColumnPlan:
             for name, value in self.constants.items()
             if name != "interval_ns" and not any(n.startswith(f"{name}: ") for n in self.notes)
         ]
-        unused = (
-            [f"not stored (no {self.kind.value} column takes them): {list(self.unused)}"]
-            if self.unused
-            else []
+        unused = [f"not stored (no {self.kind.value} column takes them): {self.unused_names()}"]
+        return Inference(
+            columns, (*time, *given, *self.notes, *(unused if self.unused else ()), *extra)
         )
-        return Inference(columns, (*time, *given, *self.notes, *unused, *extra))
+
+    def unused_names(self) -> str:
+        """The columns not stored, as the file names them (0-based fields without a
+        header)."""
+        if all(c.isdigit() for c in self.unused):
+            return "fields " + ", ".join(self.unused) + " (0-based)"
+        return str(list(self.unused))
 
 
 def plan_columns(
