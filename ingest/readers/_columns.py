@@ -48,7 +48,7 @@ _INTERVAL = re.compile(r"(?:^|[_\-.])(\d+)(s|m|min|h|d)(?=$|[_\-.])")
 #: Vendor file names that carry the instrument, with the vendor's name for the layout.
 _NAMED_SYMBOL: tuple[tuple[re.Pattern[str], str], ...] = (
     # Databento / Nautilus exports: SYMBOL.MIC_1min_bars_... (a four-letter ISO 10383 MIC).
-    (re.compile(r"^(?P<symbol>[A-Z0-9][A-Za-z0-9]{0,20})\.(?P<venue>[A-Z]{4})_"), "SYMBOL.MIC_"),
+    (re.compile(r"^(?P<symbol>[A-Z0-9]{1,21})\.(?P<venue>[A-Z]{4})_"), "SYMBOL.MIC_"),
     # Dukascopy: EURUSD_Candlestick_1_M_BID_... or EURUSD_Ticks_...
     (re.compile(r"^(?P<symbol>[A-Z0-9]{3,12})_(?:Candlestick|Ticks)_"), "Dukascopy"),
     # HistData: DAT_ASCII_EURUSD_M1_2020.csv
