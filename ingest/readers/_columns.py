@@ -100,6 +100,8 @@ class ColumnPlan:
     interval_from: str = "inferred from the timestamps"
     #: File columns no canonical column takes (listed in the report, never silently).
     unused: tuple[str, ...] = ()
+    #: Constants taken from the file name (a note of their own says so).
+    from_name: tuple[str, ...] = ()
 
     @property
     def file_columns(self) -> list[str]:
@@ -121,7 +123,7 @@ class ColumnPlan:
         given = [
             f"{name}: {value!r} for every row (no column)"
             for name, value in self.constants.items()
-            if name != "interval_ns" and not any(n.startswith(f"{name}: ") for n in self.notes)
+            if name != "interval_ns" and name not in self.from_name
         ]
         unused = [f"not stored (no {self.kind.value} column takes them): {self.unused_names()}"]
         return Inference(
@@ -186,6 +188,7 @@ def plan_columns(
             interval_from = "from the file name"
     if kind is EventKind.OHLCV and "volume" not in sources:
         notes.append("volume: no column, null (features that need volume are NaN)")
+    named_constants: set[str] = set()
     if "symbol" not in sources and options.symbol is None:
         named = symbol_from_name(source)
         if named is not None:
@@ -196,6 +199,7 @@ def plan_columns(
                 constants["venue"] = venue
                 said += f"; venue {venue!r}"
             notes.append(said + "; --symbol overrides)")
+            named_constants |= {"symbol", "venue"} & constants.keys()
     missing: list[str] = []
     for field in schema:
         name = field.name
@@ -234,6 +238,7 @@ def plan_columns(
         notes=tuple(notes),
         interval_from=interval_from,
         unused=unused,
+        from_name=tuple(c for c in ("symbol", "venue") if c in named_constants),
     )
 
 
