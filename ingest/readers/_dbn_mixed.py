@@ -25,7 +25,7 @@ from ticktensor.schemas import EventKind, cast_columns, schema_for
 
 from ._base import REJECT_SCHEMA, EventBatch, Inference, ReadOptions
 from ._dbn_metadata import Metadata, cstr, metadata_symbols
-from ._dbn_records import record_dtype
+from ._dbn_records import SAMPLED, record_dtype
 from ._dbn_reference import decode_records, layout_of, rtype_schema
 
 __all__ = ["SKIPPED", "split_mixed"]
@@ -154,7 +154,13 @@ class _Walk:
 
     def inference(self) -> Inference:
         parts = ", ".join(f"{what} {n:,}" for what, n in sorted(self.counts.items()))
-        return Inference({}, (f"mixed DBN records: {parts or 'none'}",))
+        sampled = sorted({w.split(" ")[0] for w in self.counts if w.split(" ")[0] in SAMPLED})
+        notes = [f"mixed DBN records: {parts or 'none'}"]
+        if sampled:
+            notes.append(
+                f"{', '.join(sampled)}: sampled top of book, on the sample time (DBN ts_recv)"
+            )
+        return Inference({}, tuple(notes))
 
 
 def _mapped_name(record: bytes) -> str:
