@@ -142,13 +142,12 @@ def read_depth_updates(source: Input, options: ReadOptions) -> Iterator[EventBat
                 state.seeds.setdefault(event.symbol, deque()).append(event)
         seeded = sum(len(s) for s in state.seeds.values())
         notes.append(f"book seeded by the {seeded} snapshot(s) of {sibling.name}")
-    first = True
     for event in _events(source, options, state):
         _apply(state, event)
         if len(state.numbers) + len(state.rejects) >= options.batch_rows:
-            yield _flush(state, Inference({}, tuple(notes)) if first else None)
-            first = False
-    yield _flush(state, Inference({}, (*notes, _counts(state))) if first else None)
+            yield _flush(state, None)
+    # The report's notes ride on the last batch, once the events are counted.
+    yield _flush(state, Inference({}, (*notes, _counts(state))))
 
 
 def _sibling(source: Input) -> Input | None:
