@@ -2,7 +2,9 @@
 
 ``READERS`` maps each format name to its reader class; :func:`get_reader` builds one
 by name and :func:`detect` picks one for an input by content first (DBN, Parquet and
-Arrow magic bytes), then by name patterns and header (LOBSTER, tardis, Binance), then by suffix.
+Arrow magic bytes; a legacy DBZ file is refused, naming the way to DBN), then by name
+patterns and header (LOBSTER, tardis, Binance dumps, captures and depth files), then by
+suffix.
 
 Examples
 --------

@@ -149,3 +149,16 @@ def test_depth_files_are_never_trades(tmp_path: Path) -> None:
         list(CsvReader().read(expand_inputs([str(path)])[0], ReadOptions(kind="trades")))
     with pytest.raises(ConfigError, match="mbp10"):
         read(path, kind="trades")
+
+
+def test_a_parquet_of_book_updates_is_not_read_as_trades(tmp_path: Path) -> None:
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from ticktensor.ingest.readers import ParquetReader
+
+    csv_path = write(tmp_path / "depth.csv", snap_lines() + update_lines())
+    path = tmp_path / "depth.parquet"
+    pq.write_table(pacsv.read_csv(csv_path), path)
+    with pytest.raises(SchemaError, match=r"order-book updates.*not trades"):
+        list(ParquetReader().read(expand_inputs([str(path)])[0], ReadOptions()))
