@@ -383,6 +383,10 @@ class LiveEngine:
         ],
         key: int,
         row: Annotated[NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu")],
+        levels: Annotated[
+            NDArray[numpy.float64], dict(shape=(None,), order="C", device="cpu", writable=False)
+        ]
+        | None = None,
     ) -> int:
         """Take one event; returns its verdict (0: `row` holds a new row)."""
 
@@ -407,6 +411,11 @@ class LiveEngine:
         rows: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order="C", device="cpu")],
         row_event: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
         verdicts: Annotated[NDArray[numpy.uint8], dict(shape=(None,), order="C", device="cpu")],
+        levels: Annotated[
+            NDArray[numpy.float64],
+            dict(shape=(None, None), order="C", device="cpu", writable=False),
+        ]
+        | None = None,
     ) -> int:
         """
         Take events in order; returns the number of rows written. The GIL is released.
@@ -431,6 +440,11 @@ class LiveEngine:
             NDArray[numpy.uint64], dict(shape=(None,), order="C", device="cpu", writable=False)
         ],
         ns: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+        levels: Annotated[
+            NDArray[numpy.float64],
+            dict(shape=(None, None), order="C", device="cpu", writable=False),
+        ]
+        | None = None,
     ) -> None:
         """
         Take events one by one, writing each push's time in ns. The GIL is released.

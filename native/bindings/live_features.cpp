@@ -2,6 +2,7 @@
 // caller-allocated arrays, GIL released around the engine's work.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
@@ -10,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -60,13 +62,17 @@ class LiveEngine {
   }
 
   std::uint8_t push(std::uint8_t kind, std::uint32_t symbol, std::int64_t ts, In<double> values,
-                    std::uint64_t key, Out<double> row) {
+                    std::uint64_t key, Out<double> row, std::optional<In<double>> levels) {
     expect("row", row.shape(0), engine_.features());
+    if (levels) expect("levels", levels->shape(0), 4 * tt::live::kDepth);
+    if (kind == static_cast<std::uint8_t>(tt::live::EventKind::book) && !levels) {
+      throw tt::ArgumentError("levels: an MBP-10 event needs its 40 level values");
+    }
     if (values.shape(0) > tt::live::kValues) {
       throw tt::ArgumentError("values: expected at most " + std::to_string(tt::live::kValues) +
                               " items, got " + std::to_string(values.shape(0)));
     }
-    tt::live::Event e{ts, symbol, event_kind(kind), {}, key};
+    tt::live::Event e{ts, symbol, event_kind(kind), {}, key, levels ? levels->data() : nullptr};
     std::copy(values.data(), values.data() + values.shape(0), e.v);
     std::lock_guard<std::mutex> lock(mutex_);
     return static_cast<std::uint8_t>(engine_.push(e, row.data()));
@@ -74,27 +80,29 @@ class LiveEngine {
 
   std::size_t push_batch(In<std::uint8_t> kind, In<std::uint32_t> symbol, In<std::int64_t> ts,
                          In2<double> values, In<std::uint64_t> key, Out2<double> rows,
-                         Out<std::int64_t> row_event, Out<std::uint8_t> verdicts) {
+                         Out<std::int64_t> row_event, Out<std::uint8_t> verdicts,
+                         std::optional<In2<double>> levels) {
     const std::size_t n = ts.shape(0);
-    check_events(kind, symbol, ts, values, key);
+    check_events(kind, symbol, ts, values, key, levels);
     expect("rows", rows.shape(0), n);
     expect("rows' columns", rows.shape(1), engine_.features());
     expect("row_event", row_event.shape(0), n);
     expect("verdicts", verdicts.shape(0), n);
     nb::gil_scoped_release release;
-    const std::vector<tt::live::Event> events = gather(kind, symbol, ts, values, key);
+    const std::vector<tt::live::Event> events = gather(kind, symbol, ts, values, key, levels);
     std::lock_guard<std::mutex> lock(mutex_);
     return engine_.push_batch(events.data(), n, rows.data(), row_event.data(),
                               reinterpret_cast<tt::live::Verdict*>(verdicts.data()));
   }
 
   void push_timed(In<std::uint8_t> kind, In<std::uint32_t> symbol, In<std::int64_t> ts,
-                  In2<double> values, In<std::uint64_t> key, Out<std::int64_t> ns) {
+                  In2<double> values, In<std::uint64_t> key, Out<std::int64_t> ns,
+                  std::optional<In2<double>> levels) {
     const std::size_t n = ts.shape(0);
-    check_events(kind, symbol, ts, values, key);
+    check_events(kind, symbol, ts, values, key, levels);
     expect("ns", ns.shape(0), n);
     nb::gil_scoped_release release;
-    const std::vector<tt::live::Event> events = gather(kind, symbol, ts, values, key);
+    const std::vector<tt::live::Event> events = gather(kind, symbol, ts, values, key, levels);
     std::vector<double> row(engine_.features());
     std::lock_guard<std::mutex> lock(mutex_);
     tt::live::push_timed(engine_, events.data(), n, ns.data(), row.data());
@@ -147,8 +155,8 @@ class LiveEngine {
 
  private:
   static tt::live::EventKind event_kind(std::uint8_t kind) {
-    if (kind > 2) {
-      throw tt::ArgumentError("kind: expected 0 (quote), 1 (trade) or 2 (bar), got " +
+    if (kind > 3) {
+      throw tt::ArgumentError("kind: expected 0 (quote), 1 (trade), 2 (bar) or 3 (book), got " +
                               std::to_string(kind));
     }
     return static_cast<tt::live::EventKind>(kind);
@@ -157,16 +165,17 @@ class LiveEngine {
   static tt::live::Config config(std::uint8_t clock, const In<std::uint8_t>& ops,
                                  const In<std::uint8_t>& windows, const In<std::int64_t>& sizes,
                                  std::size_t history) {
-    if (clock > 2) {
-      throw tt::ArgumentError("clock: expected 0 (quotes), 1 (trades) or 2 (ohlcv), got " +
-                              std::to_string(clock));
+    if (clock > 3) {
+      throw tt::ArgumentError(
+          "clock: expected 0 (quotes), 1 (trades), 2 (ohlcv) or 3 (mbp10), got " +
+          std::to_string(clock));
     }
     const std::size_t f = ops.shape(0);
     expect("windows", windows.shape(0), f);
     expect("sizes", sizes.shape(0), f);
     tt::live::Config c{static_cast<tt::live::Clock>(clock), {}, history};
     for (std::size_t j = 0; j < f; ++j) {
-      if (ops.data()[j] > static_cast<std::uint8_t>(tt::live::Op::range_bps) ||
+      if (ops.data()[j] > static_cast<std::uint8_t>(tt::live::Op::depth_imbalance) ||
           windows.data()[j] > 2) {
         throw tt::ArgumentError("feature " + std::to_string(j) + ": unknown op or window");
       }
@@ -178,9 +187,13 @@ class LiveEngine {
 
   static void check_events(const In<std::uint8_t>& kind, const In<std::uint32_t>& symbol,
                            const In<std::int64_t>& ts, const In2<double>& values,
-                           const In<std::uint64_t>& key) {
+                           const In<std::uint64_t>& key, const std::optional<In2<double>>& levels) {
     const std::size_t n = ts.shape(0);
     expect("kind", kind.shape(0), n);
+    if (levels) {
+      expect("levels", levels->shape(0), n);
+      expect("levels' columns", levels->shape(1), 4 * tt::live::kDepth);
+    }
     expect("symbol", symbol.shape(0), n);
     expect("values", values.shape(0), n);
     if (values.shape(1) > tt::live::kValues) {
@@ -188,15 +201,22 @@ class LiveEngine {
                               " columns, got " + std::to_string(values.shape(1)));
     }
     expect("key", key.shape(0), n);
-    for (std::size_t k = 0; k < n; ++k) event_kind(kind.data()[k]);
+    for (std::size_t k = 0; k < n; ++k) {
+      if (event_kind(kind.data()[k]) == tt::live::EventKind::book && !levels) {
+        throw tt::ArgumentError("levels: event " + std::to_string(k) +
+                                " is an MBP-10 event; pass the levels of every event");
+      }
+    }
   }
 
   static std::vector<tt::live::Event> gather(const In<std::uint8_t>& kind,
                                              const In<std::uint32_t>& symbol,
                                              const In<std::int64_t>& ts, const In2<double>& values,
-                                             const In<std::uint64_t>& key) {
+                                             const In<std::uint64_t>& key,
+                                             const std::optional<In2<double>>& levels) {
     const std::size_t n = ts.shape(0);
     std::vector<tt::live::Event> events(n);
+    const double* book = levels ? levels->data() : nullptr;
     const std::size_t width = values.shape(1);
     const double* v = values.data();
     for (std::size_t k = 0; k < n; ++k) {
@@ -207,6 +227,7 @@ class LiveEngine {
       std::copy(v + width * k, v + width * (k + 1), e.v);
       std::fill(e.v + width, e.v + tt::live::kValues, 0.0);
       e.key = key.data()[k];
+      e.levels = book ? book + 4 * tt::live::kDepth * k : nullptr;
     }
     return events;
   }
@@ -227,12 +248,14 @@ void bind_live_features(nb::module_& m) {
       .def_prop_ro("symbols", &LiveEngine::symbols, "Number of symbols.")
       .def("add_symbol", &LiveEngine::add_symbol, "A new symbol; returns its number.")
       .def("push", &LiveEngine::push, "kind"_a, "symbol"_a, "ts"_a, "values"_a, "key"_a, "row"_a,
+           "levels"_a.none() = nb::none(),
            "Take one event; returns its verdict (0: `row` holds a new row).")
       .def("push_batch", &LiveEngine::push_batch, "kind"_a, "symbol"_a, "ts"_a, "values"_a, "key"_a,
-           "rows"_a, "row_event"_a, "verdicts"_a,
+           "rows"_a, "row_event"_a, "verdicts"_a, "levels"_a.none() = nb::none(),
            "Take events in order; returns the number of rows written. The GIL is released.")
       .def("push_timed", &LiveEngine::push_timed, "kind"_a, "symbol"_a, "ts"_a, "values"_a, "key"_a,
-           "ns"_a, "Take events one by one, writing each push's time in ns. The GIL is released.")
+           "ns"_a, "levels"_a.none() = nb::none(),
+           "Take events one by one, writing each push's time in ns. The GIL is released.")
       .def("counts", &LiveEngine::counts, "Counts of verdicts so far, by verdict number.")
       .def("set_counts", &LiveEngine::set_counts, "counts"_a, "Restore the verdict counts.")
       .def("rows", &LiveEngine::rows, "symbol"_a, "Rows emitted for a symbol.")

@@ -50,6 +50,10 @@ Engine::Engine(Config config, std::size_t symbols) : config_(std::move(config)) 
     if ((f.op == Op::ret || f.op == Op::log_ret || f.op == Op::volatility) && f.size < 1) {
       throw ArgumentError("live features: a row count must be >= 1, got " + std::to_string(f.size));
     }
+    if (f.op == Op::depth_imbalance && (f.size < 1 || f.size > static_cast<std::int64_t>(kDepth))) {
+      throw ArgumentError("live features: depth_imbalance levels must be 1.." +
+                          std::to_string(kDepth) + ", got " + std::to_string(f.size));
+    }
     if (f.op == Op::ret || f.op == Op::log_ret) {
       returns = std::max(returns, static_cast<std::size_t>(f.size));
     } else if (f.op == Op::volatility) {
@@ -102,7 +106,47 @@ std::uint32_t Engine::add_symbol() {
   return static_cast<std::uint32_t>(states_.size() - 1);
 }
 
+Verdict Engine::check_book(const Event& e) {
+  const double* v = e.v;
+  if (e.levels == nullptr) throw ArgumentError("an MBP-10 event needs its levels");
+  const double* bid_px = e.levels;
+  const double* ask_px = e.levels + kDepth;
+  const double* sizes = e.levels + 2 * kDepth;
+  if (std::isnan(v[2]) || std::isnan(v[3])) return Verdict::not_null;  // side, action
+  if (std::isinf(v[0]) || std::isinf(v[1])) return Verdict::finite;
+  for (std::size_t k = 0; k < 4 * kDepth; ++k) {
+    if (std::isinf(e.levels[k])) return Verdict::finite;
+  }
+  if (v[0] <= 0.0) return Verdict::positive_price;
+  for (std::size_t k = 0; k < 2 * kDepth; ++k) {
+    if (e.levels[k] <= 0.0) return Verdict::positive_price;
+  }
+  if (v[1] < 0.0) return Verdict::non_negative_size;
+  for (std::size_t k = 0; k < 2 * kDepth; ++k) {
+    if (sizes[k] < 0.0) return Verdict::non_negative_size;
+  }
+  if (v[2] != -1.0 && v[2] != 0.0 && v[2] != 1.0) return Verdict::side_domain;
+  if (!(v[3] >= 0.0 && v[3] <= 5.0 && v[3] == std::floor(v[3]))) return Verdict::action_domain;
+  if (bid_px[0] > ask_px[0]) return Verdict::crossed_book;
+  // Each level against the last present shallower one (empty levels are skipped).
+  double bid = bid_px[0], ask = ask_px[0];
+  for (std::size_t k = 1; k < kDepth; ++k) {
+    if (bid_px[k] > bid || ask_px[k] < ask) return Verdict::level_order;
+    if (!std::isnan(bid_px[k])) bid = bid_px[k];
+    if (!std::isnan(ask_px[k])) ask = ask_px[k];
+  }
+  return Verdict::row;
+}
+
 Verdict Engine::check(const Event& e, SymbolState& s) const {
+  // The kind giving the clock's rows, and the one joined onto them (ohlcv: none).
+  constexpr EventKind rows_of[] = {EventKind::quote, EventKind::trade, EventKind::bar,
+                                   EventKind::book};
+  constexpr EventKind joined_of[] = {EventKind::trade, EventKind::quote, EventKind::bar,
+                                     EventKind::trade};
+  const auto clock = static_cast<std::size_t>(config_.clock);
+  const EventKind rows = rows_of[clock];
+  if (e.kind != rows && e.kind != joined_of[clock]) return Verdict::other_kind;
   const double* v = e.v;
   if (e.kind == EventKind::quote) {
     for (std::size_t k = 0; k < 4; ++k) {
@@ -118,6 +162,9 @@ Verdict Engine::check(const Event& e, SymbolState& s) const {
     if (v[1] < 0.0) return Verdict::non_negative_size;
     if (v[1] == 0.0) return Verdict::positive_trade_size;
     if (v[2] != -1.0 && v[2] != 0.0 && v[2] != 1.0) return Verdict::side_domain;
+  } else if (e.kind == EventKind::book) {
+    const Verdict broken = check_book(e);
+    if (broken != Verdict::row) return broken;
   } else {
     for (std::size_t k = 0; k < 4; ++k) {
       if (std::isnan(v[k])) return Verdict::not_null;
@@ -149,9 +196,6 @@ Verdict Engine::check(const Event& e, SymbolState& s) const {
   std::copy(v, v + kValues, seen.begin());
   seen[kValues] = key;
   s.at_last_ts[kind].push_back(seen);
-  const EventKind rows = config_.clock == Clock::quotes   ? EventKind::quote
-                         : config_.clock == Clock::trades ? EventKind::trade
-                                                          : EventKind::bar;
   return e.kind == rows ? Verdict::row : Verdict::joined;
 }
 
@@ -219,7 +263,8 @@ std::array<double, 4> Engine::window_sum(const SymbolState& s, const FeatureOp& 
 }
 
 void Engine::compute_row(const Event& e, SymbolState& s, double* row) {
-  const bool quotes = config_.clock == Clock::quotes;
+  // The book clocks (quotes, mbp10) join trades; the others are their own trades or bars.
+  const bool quotes = config_.clock == Clock::quotes || config_.clock == Clock::mbp10;
   const bool bars = config_.clock == Clock::ohlcv;
   const std::int64_t i = s.rows;
   const double mid = (s.bid + s.ask) / 2;
@@ -331,6 +376,18 @@ void Engine::compute_row(const Event& e, SymbolState& s, double* row) {
       case Op::range_bps:
         v = (e.v[1] - e.v[2]) / e.v[3] * 1e4;
         break;
+      case Op::depth_imbalance: {
+        // polars' sum_horizontal of the levels' sizes, nulls as 0, left to right.
+        const double* bid_sz = e.levels + 2 * kDepth;
+        const double* ask_sz = e.levels + 3 * kDepth;
+        double bid = 0.0, ask = 0.0;
+        for (std::int64_t k = 0; k < f.size; ++k) {
+          bid = bid + (std::isnan(bid_sz[k]) ? 0.0 : bid_sz[k]);
+          ask = ask + (std::isnan(ask_sz[k]) ? 0.0 : ask_sz[k]);
+        }
+        v = ratio_or_zero(bid - ask, bid + ask);
+        break;
+      }
     }
     row[j] = v;
   }
@@ -356,6 +413,11 @@ Verdict Engine::push(const Event& e, double* row) {
     s.ask = e.v[1];
     s.bid_sz = e.v[2];
     s.ask_sz = e.v[3];
+  } else if (e.kind == EventKind::book) {
+    s.bid = e.levels[0];
+    s.ask = e.levels[kDepth];
+    s.bid_sz = e.levels[2 * kDepth];
+    s.ask_sz = e.levels[3 * kDepth];
   } else {
     take_quantities(quantities(e), e.ts, s);
   }
@@ -407,7 +469,8 @@ void Engine::save(std::uint32_t symbol, std::vector<std::int64_t>& ints,
           static_cast<std::int64_t>(s.mark_ts.size() - head),
           static_cast<std::int64_t>(s.at_last_ts[0].size()),
           static_cast<std::int64_t>(s.at_last_ts[1].size()),
-          static_cast<std::int64_t>(s.at_last_ts[2].size())};
+          static_cast<std::int64_t>(s.at_last_ts[2].size()),
+          static_cast<std::int64_t>(s.at_last_ts[3].size())};
   for (std::size_t p : s.passed) ints.push_back(static_cast<std::int64_t>(p - head));
   ints.insert(ints.end(), s.mark_ts.begin() + static_cast<std::ptrdiff_t>(head), s.mark_ts.end());
   doubles = {s.bid, s.ask, s.bid_sz, s.ask_sz, s.last_signed, s.prev_mid};
@@ -432,16 +495,16 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
     throw ArgumentError("live state of symbol " + std::to_string(symbol) + ": " + what +
                         " (a state saved by an engine of another spec?)");
   };
-  constexpr std::size_t head = 7;  // last_ts, rows, trades, marks, events at last_ts per kind
+  constexpr std::size_t head = 8;  // last_ts, rows, trades, marks, events at last_ts per kind
   if (n_ints < head + k) fail("too few int64 words");
   const auto marks = static_cast<std::size_t>(ints[3]);
-  const std::size_t at[3] = {static_cast<std::size_t>(ints[4]), static_cast<std::size_t>(ints[5]),
-                             static_cast<std::size_t>(ints[6])};
+  std::size_t at[4];
+  for (std::size_t kind = 0; kind < 4; ++kind) at[kind] = static_cast<std::size_t>(ints[4 + kind]);
   if (n_ints != head + k + marks) {
     fail("expected " + std::to_string(head + k + marks) + " int64 words");
   }
   const std::size_t expected = 10 + px_ring_ + square_ring_ + 4 * (row_ring_ + marks + k) +
-                               (kValues + 1) * (at[0] + at[1] + at[2]) +
+                               (kValues + 1) * (at[0] + at[1] + at[2] + at[3]) +
                                config_.history * features();
   if (n_doubles != expected) fail("expected " + std::to_string(expected) + " float64 words");
   SymbolState s = fresh();
@@ -470,7 +533,7 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
   s.mark_cum.resize(marks);
   for (auto& a : s.mark_cum) take4(a);
   for (auto& a : s.base) take4(a);
-  for (std::size_t kind = 0; kind < 3; ++kind) {
+  for (std::size_t kind = 0; kind < 4; ++kind) {
     s.at_last_ts[kind].resize(at[kind]);
     for (auto& a : s.at_last_ts[kind]) {
       for (double& v : a) v = *d++;

@@ -27,6 +27,9 @@ COMMON = (
     "vwap_distance", "vwap_distance_5", "vwap_distance_1s", "time_of_day",
     "last_trade_signed_size", "trades_last_1s",
 )  # fmt: skip
+DEPTH = (
+    "depth_imbalance", "depth_imbalance_1", "depth_imbalance_3", *BOOK, *COMMON,
+)  # fmt: skip
 BARS = (
     "open", "high", "low", "close", "vwap", "range_bps", "return", "return_5", "log_return",
     "log_return_3", "volatility", "volatility_3", "volume", "volume_4", "volume_5m",
@@ -37,6 +40,7 @@ FEATURES = {
     "quotes": BOOK + COMMON,
     "trades": ("price", *BOOK, *COMMON),
     "ohlcv": BARS,
+    "mbp10": DEPTH,
 }
 """Every feature kind the live engine computes, per clock, with several parameters."""
 
@@ -62,6 +66,35 @@ def bars(symbols: tuple[str, ...] = ("A", "B", "C"), rule: str = "1m") -> dict[E
         mine = trades.filter(pa.compute.equal(trades.column("symbol"), symbol))
         tables.append(make_bars(mine, rule))
     return {EventKind.OHLCV: conform(pa.concat_tables(tables), "ohlcv")}
+
+
+@functools.cache
+def books(symbols: tuple[str, ...] = ("A", "B")) -> dict[EventKind, pa.Table]:
+    """MBP-10 events built from the generated quotes (ten levels a tick apart, some empty,
+    random actions) and the generated trades."""
+    events = market(symbols, quotes=2000, trades=500)
+    quotes = events[EventKind.QUOTES]
+    n = quotes.num_rows
+    rng = np.random.default_rng(3)
+    bid = quotes.column("bid_px").to_numpy()
+    ask = quotes.column("ask_px").to_numpy()
+    columns: dict[str, object] = {
+        "ts_event": quotes.column("ts_event"),
+        "symbol": quotes.column("symbol"),
+        "action": rng.choice(list("ACMTFR"), n).tolist(),
+        "side": rng.choice([-1, 0, 1], n).astype(np.int8),
+        "price": np.round(bid, 2),
+        "size": rng.integers(1, 9, n).astype(np.float64),
+    }
+    for level in range(10):
+        empty = rng.random(n) < 0.05 * level
+        for side, top, step in (("bid", bid, -0.01), ("ask", ask, 0.01)):
+            px = np.where(empty, np.nan, top + step * level)
+            sz = np.where(empty, np.nan, rng.integers(0, 50, n).astype(np.float64))
+            columns[f"{side}_px_{level:02d}"] = pa.array(px, pa.float64(), from_pandas=True)
+            columns[f"{side}_sz_{level:02d}"] = pa.array(sz, pa.float64(), from_pandas=True)
+    table = conform(pa.table(columns), "mbp10")
+    return {EventKind.MBP10: table, EventKind.TRADES: events[EventKind.TRADES]}
 
 
 def batch_reference(

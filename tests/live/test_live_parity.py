@@ -11,7 +11,15 @@ from ticktensor.errors import ConfigError
 from ticktensor.live import LiveEngine, Quote, Trade, Verdict, batch_of_tables
 from ticktensor.schemas import EventKind, FeatureSpec
 
-from .conftest import assert_bits_equal, bars, batch_reference, by_symbol, live_spec, market
+from .conftest import (
+    assert_bits_equal,
+    bars,
+    batch_reference,
+    books,
+    by_symbol,
+    live_spec,
+    market,
+)
 
 
 @pytest.mark.parametrize("clock", ["quotes", "trades"])
@@ -98,3 +106,16 @@ def test_bars_without_volume_or_trade_count_give_the_stored_nans(
     rows = LiveEngine(spec).replay(events)
     assert np.isnan(ref.features.values).any()
     assert_bits_equal(rows.values[by_symbol(rows, ref.symbols)], ref.features.values, spec.features)
+
+
+def test_replay_of_mbp10_events_equals_stored_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = books()
+    spec = live_spec("mbp10")
+    ref, ref64 = batch_reference(events, spec, monkeypatch)
+    engine = LiveEngine(spec)
+    rows = engine.replay(events | market(("A", "B"), quotes=2000, trades=500))  # quotes unread
+    order = by_symbol(rows, ref.symbols)
+    np.testing.assert_array_equal(rows.ts[order], ref.features.ts)
+    assert_bits_equal(rows.values[order], ref.features.values, spec.features)
+    assert_bits_equal(rows.values64[order], ref64, spec.features)
+    assert engine.counts()["row"] == ref.features.ts.size

@@ -31,11 +31,13 @@ SPECS = {
     "quotes": FeatureSpec(FEATURES["quotes"], version=2),
     "trades": FeatureSpec(("price", *COMMON), version=2, clock="trades"),
     "ohlcv": FeatureSpec(FEATURES["ohlcv"], version=2, clock="ohlcv"),
+    "mbp10": FeatureSpec(FEATURES["mbp10"], version=2, clock="mbp10"),
 }
 RUNS = [
     *((case, clock) for case in sorted(CASES) if case != "1-minute bars" for clock in SPECS
-      if clock != "ohlcv" and (case, clock) != ("fx quotes", "trades")),
+      if clock in ("quotes", "trades") and (case, clock) != ("fx quotes", "trades")),
     ("1-minute bars", "ohlcv"),
+    ("binance capture", "mbp10"),
 ]  # fmt: skip
 
 

@@ -7,7 +7,7 @@ rows ingest would store for them, with per-symbol state in the native core. See
 """
 
 from ._engine import LiveEngine, LiveRows
-from ._events import Bar, EventBatch, Quote, Trade, batch_of_tables
+from ._events import Bar, BookUpdate, EventBatch, Quote, Trade, batch_of_tables
 from ._plan import CLOCKS
 from ._replay import session_events, spec_of
 from ._verdicts import REFUSALS, Verdict
@@ -16,6 +16,7 @@ __all__ = [
     "CLOCKS",
     "REFUSALS",
     "Bar",
+    "BookUpdate",
     "EventBatch",
     "LiveEngine",
     "LiveRows",

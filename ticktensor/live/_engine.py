@@ -15,7 +15,18 @@ from ticktensor.errors import ConfigError
 from ticktensor.schemas import EventKind, FeatureSpec
 from ticktensor.store import FeatureStats, StoreVersion
 
-from ._events import BAR, QUOTE, TRADE, Bar, EventBatch, Quote, Trade, batch_of_tables
+from ._events import (
+    BAR,
+    BOOK,
+    QUOTE,
+    TRADE,
+    Bar,
+    BookUpdate,
+    EventBatch,
+    Quote,
+    Trade,
+    batch_of_tables,
+)
 from ._plan import plan_of
 from ._replay import spec_of
 from ._verdicts import Verdict
@@ -118,18 +129,21 @@ class LiveEngine:
             number = self._symbols[name] = int(self._native.add_symbol())
         return number
 
-    def push(self, event: Quote | Trade | Bar) -> npt.NDArray[np.float32] | None:
+    def push(self, event: Quote | Trade | Bar | BookUpdate) -> npt.NDArray[np.float32] | None:
         """Take one event; its feature row (float32) if it gave one, else None.
 
         A refused event changes nothing; :meth:`counts` counts it by rule.
         """
         values = np.array(event.values(), dtype=np.float64)
+        levels = None
         if isinstance(event, Bar):
             kind, ts = BAR, event.close_ts
+        elif isinstance(event, BookUpdate):
+            kind, ts, levels = BOOK, event.ts, event.levels()
         else:
             kind, ts = (QUOTE if isinstance(event, Quote) else TRADE), event.ts
         symbol = self.symbol_id(event.symbol)
-        verdict = self._native.push(kind, symbol, ts, values, event.key, self._row)
+        verdict = self._native.push(kind, symbol, ts, values, event.key, self._row, levels)
         return self._row.astype(np.float32) if verdict == Verdict.ROW else None
 
     def push_batch(self, batch: EventBatch) -> LiveRows:
@@ -151,6 +165,7 @@ class LiveEngine:
             rows,
             event,
             verdicts,
+            batch.levels,
         )
         event = event[:m]
         with np.errstate(over="ignore"):
@@ -172,6 +187,7 @@ class LiveEngine:
             np.ascontiguousarray(batch.values, dtype=np.float64),
             np.ascontiguousarray(batch.key, dtype=np.uint64),
             ns,
+            batch.levels,
         )
         return ns
 

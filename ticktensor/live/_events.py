@@ -16,7 +16,18 @@ import pyarrow.compute as pc
 from ticktensor.errors import ConfigError
 from ticktensor.schemas import EventKind
 
-__all__ = ["BAR", "QUOTE", "TRADE", "Bar", "EventBatch", "Quote", "Trade", "batch_of_tables"]
+__all__ = [
+    "BAR",
+    "BOOK",
+    "QUOTE",
+    "TRADE",
+    "Bar",
+    "BookUpdate",
+    "EventBatch",
+    "Quote",
+    "Trade",
+    "batch_of_tables",
+]
 
 QUOTE = 0
 """The native kind number of a quote."""
@@ -24,6 +35,17 @@ TRADE = 1
 """The native kind number of a trade."""
 BAR = 2
 """The native kind number of a bar (the ohlcv clock)."""
+BOOK = 3
+"""The native kind number of an MBP-10 book event (the mbp10 clock)."""
+DEPTH = 10
+"""Levels of an MBP-10 event."""
+_LEVELS = tuple(
+    f"{side}_{what}_{level:02d}"
+    for what in ("px", "sz")
+    for side in ("bid", "ask")
+    for level in range(DEPTH)
+)
+_ACTIONS = {code: float(k) for k, code in enumerate("ACMTFR")}
 WIDTH = 8
 """Values per event in a batch (the native core's)."""
 
@@ -31,14 +53,28 @@ _VALUES = {
     EventKind.QUOTES: ("bid_px", "ask_px", "bid_sz", "ask_sz"),
     EventKind.TRADES: ("price", "size", "side"),
     EventKind.OHLCV: ("open", "high", "low", "close", "volume", "trade_count", "vwap"),
+    EventKind.MBP10: ("price", "size", "side"),
 }
-_KINDS = {EventKind.QUOTES: QUOTE, EventKind.TRADES: TRADE, EventKind.OHLCV: BAR}
+_KINDS = {
+    EventKind.QUOTES: QUOTE,
+    EventKind.TRADES: TRADE,
+    EventKind.OHLCV: BAR,
+    EventKind.MBP10: BOOK,
+}
+# Per clock: the kind giving the rows, and the kind joined onto them (first at equal times).
+_CLOCK_KINDS = {
+    "quotes": (EventKind.QUOTES, EventKind.TRADES),
+    "trades": (EventKind.TRADES, EventKind.QUOTES),
+    "ohlcv": (EventKind.OHLCV, None),
+    "mbp10": (EventKind.MBP10, EventKind.TRADES),
+}
 # Columns the features do not read but the duplicate rule compares ("every column").
 _OTHER = {
     EventKind.QUOTES: ("ts_recv", "venue", "bid_ct", "ask_ct", "sequence"),
     EventKind.TRADES: ("ts_recv", "venue", "trade_id", "sequence"),
     EventKind.OHLCV: ("venue", "interval_ns"),
 }
+_READ = {"ts_event", "symbol", "price", "size", "side", "action"}
 
 
 def _field(value: float | None) -> float:
@@ -119,6 +155,44 @@ class Bar:
         return (*map(_field, columns), _field(self.trade_count), _field(self.vwap))
 
 
+def _action(code: str | None) -> float:
+    """An action letter as the engine's number: NaN for none (not_null), 99 for an unknown
+    letter (action_domain)."""
+    if code is None or code == "":
+        return math.nan
+    return _ACTIONS.get(code, 99.0)
+
+
+@dataclass(frozen=True)
+class BookUpdate:
+    """An MBP-10 event: the book event (price, size, side, action letter) and the ten
+    levels of each side after it, best first; ``None`` for an empty level."""
+
+    symbol: str
+    ts: int
+    price: float | None
+    size: float | None
+    side: int
+    action: str
+    bid_px: tuple[float | None, ...]
+    ask_px: tuple[float | None, ...]
+    bid_sz: tuple[float | None, ...]
+    ask_sz: tuple[float | None, ...]
+    key: int = 0
+    """Tells apart events equal in every other field (e.g. a sequence number)."""
+
+    def values(self) -> tuple[float, ...]:
+        """The engine's values."""
+        return (_field(self.price), _field(self.size), _field(self.side), _action(self.action))
+
+    def levels(self) -> npt.NDArray[np.float64]:
+        """The engine's 40 level values."""
+        sides = (self.bid_px, self.ask_px, self.bid_sz, self.ask_sz)
+        if any(len(side) != DEPTH for side in sides):
+            raise ConfigError(f"a book update needs {DEPTH} levels per side and quantity")
+        return np.array([_field(v) for side in sides for v in side], dtype=np.float64)
+
+
 class EventBatch(NamedTuple):
     """Events as columns, in the order the engine takes them.
 
@@ -134,6 +208,9 @@ class EventBatch(NamedTuple):
     values: npt.NDArray[np.float64]
     key: npt.NDArray[np.uint64]
     symbols: tuple[str, ...]
+    levels: npt.NDArray[np.float64] | None = None
+    """``[n, 40]`` levels of MBP-10 events (``bid_px_00..09, ask_px_00..09, bid_sz_00..09,
+    ask_sz_00..09``), None without any."""
 
     def __len__(self) -> int:
         return int(self.ts.size)
@@ -150,11 +227,27 @@ def _columns(table: pa.Table, kind: EventKind) -> npt.NDArray[np.float64]:
         nan = np.asarray(pc.fill_null(pc.is_nan(column), False).to_numpy(zero_copy_only=False))
         out[nan.astype(bool)] = np.inf
         values[:, j] = out
+    if kind is EventKind.MBP10:
+        values[:, 3] = [_action(a) for a in table.column("action").to_pylist()]
     return values
 
 
+def _levels(table: pa.Table) -> npt.NDArray[np.float64]:
+    levels = np.empty((table.num_rows, len(_LEVELS)), dtype=np.float64)
+    for j, name in enumerate(_LEVELS):
+        column = table.column(name).cast(pa.float64())
+        out = np.array(column.to_numpy(zero_copy_only=False), dtype=np.float64)
+        nan = np.asarray(pc.fill_null(pc.is_nan(column), False).to_numpy(zero_copy_only=False))
+        out[nan.astype(bool)] = np.inf
+        levels[:, j] = out
+    return levels
+
+
 def _keys(table: pa.Table, kind: EventKind) -> npt.NDArray[np.uint64]:
-    other = [c for c in _OTHER[kind] if c in table.column_names]
+    if kind is EventKind.MBP10:  # the levels too: the engine compares values and key only
+        other = [c for c in table.column_names if c not in _READ]
+    else:
+        other = [c for c in _OTHER[kind] if c in table.column_names]
     if not other or table.num_rows == 0:
         return np.zeros(table.num_rows, dtype=np.uint64)
     frame = pl.from_arrow(table.select(other))
@@ -163,13 +256,15 @@ def _keys(table: pa.Table, kind: EventKind) -> npt.NDArray[np.uint64]:
 
 
 def batch_of_tables(events: Mapping[EventKind, pa.Table], clock: str) -> EventBatch:
-    """Canonical quote, trade and ohlcv tables (any symbols) as one batch in replay order.
+    """Canonical event tables (any symbols) as one batch in replay order: the kinds the
+    clock reads (its own and the one joined onto its rows).
 
     Events are taken by time; of events stamped alike, those of the kind joined onto the
     clock's rows come first (the batch side's as-of joins see every event stamped at or
     before a row), each kind in its table's order.
     """
-    kinds = [k for k in _KINDS if k in events]
+    own, joined = _CLOCK_KINDS[clock]
+    kinds = [k for k in (joined, own) if k is not None and k in events]
     names = sorted({s for k in kinds for s in events[k].column("symbol").unique().to_pylist()})
     number = {name: i for i, name in enumerate(names)}
     parts = []
@@ -181,7 +276,6 @@ def batch_of_tables(events: Mapping[EventKind, pa.Table], clock: str) -> EventBa
             interval = table.column("interval_ns").cast(pa.int64()).to_numpy(zero_copy_only=False)
             ts = ts + np.asarray(interval, dtype=np.int64)
         code = _KINDS[kind]
-        joined = (clock == "quotes") == (kind is EventKind.TRADES)
         parts.append(
             (
                 np.full(ts.size, code, dtype=np.uint8),
@@ -189,13 +283,19 @@ def batch_of_tables(events: Mapping[EventKind, pa.Table], clock: str) -> EventBa
                 ts,
                 _columns(table, kind),
                 _keys(table, kind),
-                np.full(ts.size, 0 if joined else 1, dtype=np.uint8),
+                np.full(ts.size, 0 if kind is joined else 1, dtype=np.uint8),
+                _levels(table) if kind is EventKind.MBP10 else np.zeros((ts.size, 0)),
             )
         )
     if not parts:
-        raise ConfigError("no quote, trade or ohlcv events to replay")
-    columns = [np.concatenate(c) for c in zip(*parts, strict=True)]
+        raise ConfigError(f"no events of the kinds clock {clock!r} reads")
+    book = any(kind is EventKind.MBP10 for kind in kinds)
+    levels = [
+        p[6] if p[6].shape[1] else np.zeros((p[2].size, len(_LEVELS) if book else 0)) for p in parts
+    ]
+    columns = [np.concatenate(c) for c in zip(*(p[:6] for p in parts), strict=True)]
     ts, first = columns[2], columns[5]
     order = np.lexsort((np.arange(ts.size), first, ts))
     codes, symbol, _, values, key, _ = (c[order] for c in columns)
-    return EventBatch(codes, symbol, ts[order], values, key, tuple(names))
+    stacked = np.concatenate(levels)[order] if book else None
+    return EventBatch(codes, symbol, ts[order], values, key, tuple(names), stacked)

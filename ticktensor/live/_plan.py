@@ -13,7 +13,7 @@ from ticktensor.schemas import FeatureSpec
 
 __all__ = ["CLOCKS", "Plan", "plan_of"]
 
-CLOCKS: tuple[str, ...] = ("quotes", "trades", "ohlcv")
+CLOCKS: tuple[str, ...] = ("quotes", "trades", "ohlcv", "mbp10")
 """The clocks the live engine runs, by their native number."""
 
 # The native core's Op enum (native/include/ticktensor/live_features.hpp), in its order.
@@ -25,11 +25,11 @@ _OPS: dict[str, int] = {
             "log1p_bid_sz", "log1p_ask_sz", "return", "log_return", "mid_log_return",
             "volatility", "volume", "dollar_volume", "trade_count", "signed_volume",
             "vwap_distance", "time_of_day", "last_trade_signed_size", "open", "high", "low",
-            "close", "vwap", "range_bps",
+            "close", "vwap", "range_bps", "depth_imbalance",
         )
     )
 }  # fmt: skip
-_DEFAULT_ROWS = {"return": 1, "log_return": 1, "volatility": 20}
+_DEFAULT_ROWS = {"return": 1, "log_return": 1, "volatility": 20, "depth_imbalance": 10}
 _WINDOW = {"own": 0, "rows": 1, "ns": 2}
 
 

@@ -20,10 +20,10 @@ def spec_of(version: StoreVersion) -> FeatureSpec:
 
 
 def session_events(version: StoreVersion, session: str) -> dict[EventKind, pa.Table]:
-    """The quote, trade and ohlcv events ``version`` stores for ``session`` (every
+    """The quote, trade, ohlcv and MBP-10 events ``version`` stores for ``session`` (every
     symbol), in the order ingest computed features from (by symbol, then time)."""
     events = {}
-    for kind in (EventKind.QUOTES, EventKind.TRADES, EventKind.OHLCV):
+    for kind in (EventKind.QUOTES, EventKind.TRADES, EventKind.OHLCV, EventKind.MBP10):
         records = [t for t in version.tables_of(kind.value) if t.session == session]
         if records:
             events[kind] = pa.concat_tables(version.read_table(t) for t in records)

@@ -12,7 +12,8 @@ class Verdict(IntEnum):
 
     Refusals follow ingest's quarantine rules (``ticktensor.schemas.RULES``), plus
     ``LATE``: ingest sorts a session before computing features, while a live row once
-    emitted cannot take an event stamped before it.
+    emitted cannot take an event stamped before it; and ``OTHER_KIND``: an event of a kind
+    the clock does not read (quotes on the mbp10 clock, say), which changes nothing.
     """
 
     ROW = 0
@@ -28,6 +29,9 @@ class Verdict(IntEnum):
     UNKNOWN_SYMBOL = 10
     POSITIVE_TRADE_SIZE = 11
     OHLC_RANGE = 12
+    ACTION_DOMAIN = 13
+    LEVEL_ORDER = 14
+    OTHER_KIND = 15
 
 
 REFUSALS: tuple[Verdict, ...] = tuple(v for v in Verdict if v > Verdict.JOINED)

@@ -11,14 +11,19 @@
 namespace tt::live {
 
 // The kinds of events the engine takes.
-enum class EventKind : std::uint8_t { quote = 0, trade = 1, bar = 2 };
+enum class EventKind : std::uint8_t { quote = 0, trade = 1, bar = 2, book = 3 };
 
 // Values an event carries (the unused ones are ignored).
 inline constexpr std::size_t kValues = 8;
+// Levels of an MBP-10 book event.
+inline constexpr std::size_t kDepth = 10;
 
 // One event. Quotes: v = bid_px, ask_px, bid_sz, ask_sz. Trades: v = price, size, side
 // (-1, 0, +1). Bars (the ohlcv clock): v = open, high, low, close, volume, trade_count,
-// vwap, and `ts` is the bar's close time (ts_event + interval_ns). NaN stands for a null
+// vwap, and `ts` is the bar's close time (ts_event + interval_ns). MBP-10 book events: v =
+// price, size, side, action (0..5 for A C M T F R; another number breaks action_domain) and
+// `levels` the book after it: bid_px_00..09, ask_px_00..09, bid_sz_00..09, ask_sz_00..09
+// (4 * kDepth values, read during push only). NaN stands for a null
 // (an absent price). `key` tells apart events equal in every other field (a sequence
 // number or a hash of the columns the features do not read): two events of one kind,
 // symbol and time are duplicates when their values and keys are all equal.
@@ -28,6 +33,7 @@ struct Event {
   EventKind kind;
   double v[kValues];
   std::uint64_t key;
+  const double* levels;  // book events only
 };
 
 // Why an event was refused (ingest's quarantine rules; `late` because a row already emitted
@@ -46,10 +52,13 @@ enum class Verdict : std::uint8_t {
   unknown_symbol = 10,
   positive_trade_size = 11,  // a trade of size 0
   ohlc_range = 12,           // low above min(open, close) or high below max(open, close)
+  action_domain = 13,
+  level_order = 14,  // a bid above a shallower bid, or an ask below a shallower ask
+  other_kind = 15,   // a kind the clock does not read (e.g. quotes on the mbp10 clock)
 };
-inline constexpr std::size_t kVerdicts = 13;
+inline constexpr std::size_t kVerdicts = 16;
 
-enum class Clock : std::uint8_t { quotes = 0, trades = 1, ohlcv = 2 };
+enum class Clock : std::uint8_t { quotes = 0, trades = 1, ohlcv = 2, mbp10 = 3 };
 
 // The formula of a feature (docs/features.md); the parameter is in FeatureOp.
 enum class Op : std::uint8_t {
@@ -79,6 +88,7 @@ enum class Op : std::uint8_t {
   close,
   vwap,
   range_bps,
+  depth_imbalance,  // over the sizes of the first `size` levels (mbp10 clock)
 };
 
 // A trade window: the row's own interval, the last N rows, or the last `size` ns.
@@ -116,7 +126,7 @@ struct SymbolState {
   std::vector<std::size_t> passed;
   std::vector<std::array<double, 4>> base;
   // Events at `last_ts`, per kind, for the duplicate rule: values and key.
-  std::array<std::vector<std::array<double, kValues + 1>>, 3> at_last_ts;
+  std::array<std::vector<std::array<double, kValues + 1>>, 4> at_last_ts;
   std::vector<float> history;  // ring of the last `history` rows, float32
 };
 
@@ -157,6 +167,7 @@ class Engine {
 
  private:
   Verdict check(const Event& e, SymbolState& s) const;
+  static Verdict check_book(const Event& e);
   void take_quantities(const std::array<double, 4>& x, std::int64_t ts, SymbolState& s);
   std::array<double, 4> quantities(const Event& e) const;
   void compute_row(const Event& e, SymbolState& s, double* row);
