@@ -25,7 +25,12 @@ def shell_quoted(delimiter: str) -> str:
 
 
 def _fields(line: str, delimiter: str) -> list[str]:
-    return next(csv.reader([line], delimiter=delimiter), [])
+    """``line`` split as CSV; a line the csv module refuses (a carriage return inside it, a
+    field past its size limit) is split at each ``delimiter``: a hint never fails a read."""
+    try:
+        return next(csv.reader([line], delimiter=delimiter), [])
+    except csv.Error:
+        return line.split(delimiter)
 
 
 def _looks_like_data(fields: list[str]) -> bool:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ticktensor.errors import FormatVersionError, InputError, StoreCorruptError
-from ticktensor.ingest._job import IngestOptions, ingest
+from ticktensor.errors import ConfigError, FormatVersionError, InputError, StoreCorruptError
+from ticktensor.ingest import IngestOptions, ingest, validate_inputs
 from ticktensor.ingest.readers import ReadOptions
+from ticktensor.ingest.readers._layout_hints import layout_hint
 from ticktensor.ingest.readers._tabular import guard
 from ticktensor.store import Manifest, Store
 from ticktensor.store._log import LogEntry
@@ -52,6 +53,23 @@ def test_an_epoch_time_past_the_inferred_unit_is_quarantined(tmp_path: Path, lat
     [message] = q.read_table(q.tables_of("quarantine")[0]).column("message").to_pylist()
     assert message.startswith(f"{src} row 2: column 'ts_event' value '{later}' is out of the ")
     assert "as ms since the epoch" in message
+
+
+@pytest.mark.parametrize("line", ["exchange,sym\rbol,timestamp", "1|2\n3", "x" * 200_000])
+def test_a_layout_hint_of_a_line_csv_refuses_is_no_crash(line: str) -> None:
+    # Found by tardis, lobster-message and lobster-orderbook: the hint added to a text
+    # reader's error split the first line with the csv module, whose csv.Error (a carriage
+    # return inside the line, a field past its size limit) ended the read instead.
+    assert layout_hint(line, ",", True) in ("", " (its first line splits into 2 fields on "
+                                                "'|': pass --delimiter '|')")  # fmt: skip
+
+
+def test_a_tardis_header_with_a_carriage_return_is_a_config_error(tmp_path: Path) -> None:
+    src = tmp_path / "tardis.csv"
+    src.write_bytes(b"exchange,sym\rbol,timestamp\n1,2,3\n")
+    options = IngestOptions(format="tardis", workers=1)
+    with pytest.raises(ConfigError, match="tardis"):
+        validate_inputs([str(src)], str(tmp_path / "s"), options, progress=False)
 
 
 def test_a_manifest_number_beyond_a_double_is_refused() -> None:
