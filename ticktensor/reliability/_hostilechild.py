@@ -1,7 +1,7 @@
 """Child process of the hostile-store cases: each case in turn, each under a memory cap.
 
 ``python -m ticktensor.reliability._hostilechild ROOT NAME...`` imports the store, the
-loader and the CLI, then runs each case ``NAME`` below ``ROOT/NAME`` with its address
+loader and the CLI, then runs each case ``NAME`` in a fresh ``ROOT/NAME`` with its address
 space capped at what the process holds when the case starts plus the case's
 ``memory_mib``. It prints one JSON line per point and ``{"case_done": NAME}`` after each
 case. A case that ends by a signal (a reader killed by SIGBUS) ends this process; the
@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import resource
+import shutil
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -41,8 +42,10 @@ def main(argv: list[str]) -> int:
         resource.setrlimit(
             resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard)
         )
+        folder = Path(root) / name
+        shutil.rmtree(folder, ignore_errors=True)  # a work folder given again: start afresh
         try:
-            for outcome in case.run(Path(root) / name):
+            for outcome in case.run(folder):
                 print(json.dumps(asdict(outcome)), flush=True)
         finally:
             resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
