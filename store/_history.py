@@ -111,11 +111,16 @@ def read_state(
     vouched_by: str = "latest.json",
     cache: StateCache = CACHE,
     known: VersionState | None = None,
+    check_checkpoint: bool = True,
 ) -> VersionState:
     """The state of ``version``; its file's hash must be ``expected_sha256`` when given.
 
     The walk back stops early at a state in ``cache`` or at ``known`` (a state the
     caller read before) when the file there has the exact bytes it was built from.
+    A checkpoint it stops at must agree with its own log entry and, with
+    ``check_checkpoint``, with the log: the state of the version before it (read back to
+    the checkpoint before, whose agreement with the log is not checked again) with the
+    entry applied (:func:`_check_against_log`).
 
     Raises :class:`StoreCorruptError` naming the file for anything missing, malformed
     or not matching the hash its child (or ``vouched_by``) recorded.
@@ -148,6 +153,8 @@ def read_state(
         _check_version(entry.version, v, where)
         if entry.checkpoint is not None:
             base = _read_checkpoint(location, entry, entry.checkpoint, digest, where)
+            if check_checkpoint:
+                _check_against_log(location, entry, base, rel, cache, known)
             break
         chain.append((entry, digest, where))
         if entry.parent is None or entry.parent_sha256 is None:
@@ -189,6 +196,42 @@ def _read_checkpoint(
             [(ref.path, "checkpoint disagrees with its log entry")],
         )
     return state
+
+
+def _check_against_log(
+    location: Location,
+    entry: LogEntry,
+    checkpoint: VersionState,
+    rel: str,
+    cache: StateCache,
+    known: VersionState | None,
+) -> None:
+    """The checkpoint of ``entry`` (file ``rel``) must hold what the log holds: the state
+    of the version before, with the entry applied. The state before is read as any
+    version is (from the previous checkpoint, a cached state or ``known``), so this
+    costs at most one more checkpoint and ``checkpoint_every`` entries, once per state
+    built (states are cached)."""
+    if entry.parent is None or entry.parent_sha256 is None or entry.checkpoint is None:
+        return
+    parent = read_state(
+        location,
+        entry.parent,
+        entry.parent_sha256,
+        vouched_by=rel,
+        cache=cache,
+        known=known,
+        check_checkpoint=False,
+    )
+    where = location.display(rel)
+    logged = parent.apply(entry, checkpoint.sha256 or "", where)
+    differ = logged.differences(checkpoint, "the log", "the checkpoint")
+    if differ:
+        cp_where = location.display(entry.checkpoint.path)
+        raise StoreCorruptError(
+            f"{cp_where}: the checkpoint disagrees with the log entries it summarises "
+            f"({where} and those before it): {_listed(differ)}",
+            [(entry.checkpoint.path, "checkpoint disagrees with the log")],
+        )
 
 
 def _entry_disagreements(entry: LogEntry, state: VersionState) -> list[str]:

@@ -212,9 +212,10 @@ class Store:
         """A read-only view pinned to ``version`` (default: the latest).
 
         The latest version's file must match the hash in ``latest.json``, and each
-        file read below it the hash its child recorded. Opening reads one checkpoint
-        and at most ``checkpoint_every`` log entries; the latest state is kept, so
-        opening it again costs one read of ``latest.json``.
+        file read below it the hash its child recorded. Opening reads a checkpoint and
+        at most ``checkpoint_every`` log entries, and checks that checkpoint against the
+        log (the checkpoint before it and the entries between: about twice the work);
+        the latest state is kept, so opening it again costs one read of ``latest.json``.
         """
         if version is None:
             return StoreVersion.of_state(self._location, self._latest())

@@ -321,8 +321,9 @@ def test_a_symlinked_pointer_is_not_read(tmp_path: Path) -> None:
 # -- 6. a checkpoint must agree with the log ------------------------------------------
 
 
-def _forge_checkpoint(root: Path, version: int, edit: Any) -> None:
-    """Rewrite ``version``'s checkpoint, its entry's record of it and the pointer."""
+def _forge_checkpoint(root: Path, version: int, edit: Any, entry_rel: str | None = None) -> None:
+    """Rewrite ``version``'s checkpoint and its entry's record of it; the pointer vouches
+    for the entry when it is the latest (``entry_rel`` None)."""
     cp_rel = f"versions/{version:08d}.checkpoint.json"
     doc = json.loads((root / cp_rel).read_bytes())
     edit(doc)
@@ -332,7 +333,12 @@ def _forge_checkpoint(root: Path, version: int, edit: Any) -> None:
     def point(entry: dict[str, Any]) -> None:
         entry["checkpoint"]["file"] = [hashlib.sha256(raw).hexdigest(), len(raw)]
 
-    _forge_entry(root, point)
+    if entry_rel is None:
+        _forge_entry(root, point)
+        return
+    entry = json.loads((root / entry_rel).read_bytes())
+    point(entry)
+    (root / entry_rel).write_bytes(json.dumps(entry, sort_keys=True).encode())
 
 
 def test_a_checkpoint_dropping_its_own_entrys_pack_is_refused_at_open(tmp_path: Path) -> None:
@@ -346,16 +352,35 @@ def test_a_checkpoint_dropping_its_own_entrys_pack_is_refused_at_open(tmp_path: 
     assert _cli_verify(root) == 1
 
 
-def test_a_checkpoint_dropping_an_older_pack_is_reported_by_verify(
+def test_a_checkpoint_dropping_an_older_pack_is_refused_at_open_and_by_verify(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "s"
     store = _packed(root, checkpoint_every=2)  # version 1: the pack of day 0
     store.commit(packs=[write_pack_of(store, 1, rows=100)])  # version 2: a checkpoint
     _forge_checkpoint(root, 2, lambda doc: doc["packs"].pop(0))
-    with pytest.raises(StoreCorruptError, match=r"00000002\.checkpoint\.json.*2024-01-02"):
+    both = r"00000002\.checkpoint\.json.*00000002\.json.*2024-01-02"
+    with pytest.raises(StoreCorruptError, match=both):
         Store.open(str(root)).verify()
     assert _cli_verify(root) == 1
     err = capsys.readouterr().err
     assert "00000002.checkpoint.json" in err
     assert "00000002.json" in err
+    with pytest.raises(StoreCorruptError, match=both):
+        Store.open(str(root)).version()
+
+
+def test_a_forged_checkpoint_below_the_latest_version_is_refused_at_open(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = _packed(root, checkpoint_every=2)  # version 1: the pack of day 0
+    store.commit(packs=[write_pack_of(store, 1, rows=100)])  # version 2: a checkpoint
+    store.commit(packs=[write_pack_of(store, 2, rows=100)])  # version 3: an entry
+    rel = "versions/00000002.json"
+    _forge_checkpoint(root, 2, lambda doc: doc["packs"].pop(0), rel)
+    # Entry 3 records entry 2's hash: forge it and the pointer as a whole-chain forger would.
+    raw = (root / rel).read_bytes()
+    _forge_entry(
+        root, lambda doc: doc.__setitem__("parent_sha256", hashlib.sha256(raw).hexdigest())
+    )
+    with pytest.raises(StoreCorruptError, match=r"00000002\.checkpoint\.json.*2024-01-02"):
+        Store.open(str(root)).version()

@@ -70,25 +70,27 @@ def test_every_kth_version_writes_a_checkpoint(tmp_path: Path) -> None:
     assert [m.message for m in store.versions()][1:] == [f"day {v}" for v in range(1, 8)]
 
 
-def test_any_version_opens_from_one_checkpoint_and_at_most_k_entries(tmp_path: Path) -> None:
+def test_any_version_opens_from_two_checkpoints_and_at_most_2k_entries(tmp_path: Path) -> None:
     every, latest = 3, 8
     store = _grow(str(tmp_path / "s"), latest, every=every)
     for version in range(latest + 1):
         # A copy that holds only what opening `version` may read: latest.json, the
-        # checkpoint at or below it and the entries from there up.
+        # checkpoint at or below it and the entries from there up, and what checking
+        # that checkpoint against the log reads: the checkpoint before it and the
+        # entries from there.
         copy = tmp_path / f"only-{version}"
         shutil.copytree(tmp_path / "s", copy)
         base = version - version % every
-        needed = {f"{v:08d}.json" for v in range(base, version + 1)}
-        if base > 0:
-            needed.add(f"{base:08d}.checkpoint.json")
-        assert len(needed) <= every + 1
+        before = max(base - every, 0) if base > 0 else base
+        needed = {f"{v:08d}.json" for v in range(before, version + 1)}
+        needed.update(f"{v:08d}.checkpoint.json" for v in (before, base) if v > 0)
+        assert len(needed) <= 2 * every + 2
         for name in os.listdir(copy / "versions"):
             if name not in needed:
                 os.unlink(copy / "versions" / name)
         assert _summary(Store.open(str(copy)), version) == _summary(store, version)
     with pytest.raises(StoreCorruptError, match=r"versions/00000002\.json: version file"):
-        Store.open(str(tmp_path / "only-5")).version(2)
+        Store.open(str(tmp_path / "only-8")).version(2)
 
 
 def test_commit_metadata_does_not_grow_with_the_store(tmp_path: Path) -> None:
