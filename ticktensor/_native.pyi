@@ -360,6 +360,7 @@ class LiveEngine:
             NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu", writable=False)
         ],
         history: int,
+        session_ns: int,
         symbols: int,
     ) -> None: ...
     @property

@@ -50,8 +50,9 @@ void expect(const char* name, std::size_t got, std::size_t expected) {
 class LiveEngine {
  public:
   LiveEngine(std::uint8_t clock, In<std::uint8_t> ops, In<std::uint8_t> windows,
-             In<std::int64_t> sizes, std::size_t history, std::size_t symbols)
-      : engine_(config(clock, ops, windows, sizes, history), symbols) {}
+             In<std::int64_t> sizes, std::size_t history, std::int64_t session_ns,
+             std::size_t symbols)
+      : engine_(config(clock, ops, windows, sizes, history, session_ns), symbols) {}
 
   std::size_t features() const { return engine_.features(); }
   std::size_t symbols() const { return engine_.symbols(); }
@@ -164,7 +165,7 @@ class LiveEngine {
 
   static tt::live::Config config(std::uint8_t clock, const In<std::uint8_t>& ops,
                                  const In<std::uint8_t>& windows, const In<std::int64_t>& sizes,
-                                 std::size_t history) {
+                                 std::size_t history, std::int64_t session_ns) {
     if (clock > 3) {
       throw tt::ArgumentError(
           "clock: expected 0 (quotes), 1 (trades), 2 (ohlcv) or 3 (mbp10), got " +
@@ -173,7 +174,7 @@ class LiveEngine {
     const std::size_t f = ops.shape(0);
     expect("windows", windows.shape(0), f);
     expect("sizes", sizes.shape(0), f);
-    tt::live::Config c{static_cast<tt::live::Clock>(clock), {}, history};
+    tt::live::Config c{static_cast<tt::live::Clock>(clock), {}, history, session_ns};
     for (std::size_t j = 0; j < f; ++j) {
       if (ops.data()[j] > static_cast<std::uint8_t>(tt::live::Op::depth_imbalance) ||
           windows.data()[j] > 2) {
@@ -242,8 +243,8 @@ void bind_live_features(nb::module_& m) {
   nb::class_<LiveEngine>(m, "LiveEngine",
                          "Per-symbol live feature state (see ticktensor.live); not for direct use.")
       .def(nb::init<std::uint8_t, In<std::uint8_t>, In<std::uint8_t>, In<std::int64_t>, std::size_t,
-                    std::size_t>(),
-           "clock"_a, "ops"_a, "windows"_a, "sizes"_a, "history"_a, "symbols"_a)
+                    std::int64_t, std::size_t>(),
+           "clock"_a, "ops"_a, "windows"_a, "sizes"_a, "history"_a, "session_ns"_a, "symbols"_a)
       .def_prop_ro("features", &LiveEngine::features, "Number of features per row.")
       .def_prop_ro("symbols", &LiveEngine::symbols, "Number of symbols.")
       .def("add_symbol", &LiveEngine::add_symbol, "A new symbol; returns its number.")

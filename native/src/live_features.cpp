@@ -84,6 +84,7 @@ Engine::Engine(Config config, std::size_t symbols) : config_(std::move(config)) 
 
 SymbolState Engine::fresh() const {
   SymbolState s;
+  s.session = std::numeric_limits<std::int64_t>::min();
   s.last_ts = std::numeric_limits<std::int64_t>::min();
   s.rows = 0;
   s.trades = 0;
@@ -405,6 +406,17 @@ Verdict Engine::push(const Event& e, double* row) {
     return Verdict::unknown_symbol;
   }
   SymbolState& s = states_[e.symbol];
+  if (config_.session_ns > 0 && e.ts >= s.last_ts) {
+    // A new session starts from nothing, as ingest computes each session on its own.
+    const std::int64_t open =
+        e.kind == EventKind::bar ? e.ts - static_cast<std::int64_t>(e.v[7]) : e.ts;
+    std::int64_t session = open / config_.session_ns;
+    if (open % config_.session_ns < 0) --session;
+    if (session > s.session) {
+      if (s.session != std::numeric_limits<std::int64_t>::min()) s = fresh();
+      s.session = session;
+    }
+  }
   const Verdict verdict = check(e, s);
   ++counts_[static_cast<std::size_t>(verdict)];
   if (verdict != Verdict::row && verdict != Verdict::joined) return verdict;
@@ -463,7 +475,8 @@ void Engine::save(std::uint32_t symbol, std::vector<std::int64_t>& ints,
   const SymbolState& s = states_[symbol];
   const std::size_t head =
       s.passed.empty() ? s.mark_ts.size() : *std::min_element(s.passed.begin(), s.passed.end());
-  ints = {s.last_ts,
+  ints = {s.session,
+          s.last_ts,
           s.rows,
           s.trades,
           static_cast<std::int64_t>(s.mark_ts.size() - head),
@@ -495,11 +508,12 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
     throw ArgumentError("live state of symbol " + std::to_string(symbol) + ": " + what +
                         " (a state saved by an engine of another spec?)");
   };
-  constexpr std::size_t head = 8;  // last_ts, rows, trades, marks, events at last_ts per kind
+  // session, last_ts, rows, trades, marks, events at last_ts per kind
+  constexpr std::size_t head = 9;
   if (n_ints < head + k) fail("too few int64 words");
-  const auto marks = static_cast<std::size_t>(ints[3]);
+  const auto marks = static_cast<std::size_t>(ints[4]);
   std::size_t at[4];
-  for (std::size_t kind = 0; kind < 4; ++kind) at[kind] = static_cast<std::size_t>(ints[4 + kind]);
+  for (std::size_t kind = 0; kind < 4; ++kind) at[kind] = static_cast<std::size_t>(ints[5 + kind]);
   if (n_ints != head + k + marks) {
     fail("expected " + std::to_string(head + k + marks) + " int64 words");
   }
@@ -508,9 +522,10 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
                                config_.history * features();
   if (n_doubles != expected) fail("expected " + std::to_string(expected) + " float64 words");
   SymbolState s = fresh();
-  s.last_ts = ints[0];
-  s.rows = ints[1];
-  s.trades = ints[2];
+  s.session = ints[0];
+  s.last_ts = ints[1];
+  s.rows = ints[2];
+  s.trades = ints[3];
   for (std::size_t j = 0; j < k; ++j) {
     s.passed[j] = static_cast<std::size_t>(ints[head + j]);
     if (s.passed[j] > marks) fail("a time window passed more marks than it holds");

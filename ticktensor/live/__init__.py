@@ -6,14 +6,16 @@ rows ingest would store for them, with per-symbol state in the native core. See
 ``docs/live.md`` for the parity contract.
 """
 
-from ._engine import LiveEngine, LiveRows
+from ._engine import DAY_NS, LiveEngine, LiveRows
 from ._events import Bar, BookUpdate, EventBatch, Quote, Trade, batch_of_tables
 from ._plan import CLOCKS
 from ._replay import session_events, spec_of
+from ._sources import read_events
 from ._verdicts import REFUSALS, Verdict
 
 __all__ = [
     "CLOCKS",
+    "DAY_NS",
     "REFUSALS",
     "Bar",
     "BookUpdate",
@@ -24,6 +26,7 @@ __all__ = [
     "Trade",
     "Verdict",
     "batch_of_tables",
+    "read_events",
     "session_events",
     "spec_of",
 ]

@@ -34,6 +34,8 @@ from ._verdicts import Verdict
 __all__ = ["LiveEngine", "LiveRows"]
 
 _STATE_FORMAT = "ticktensor.live.state/1"
+DAY_NS = 86_400 * 1_000_000_000
+"""Ingest's sessions: UTC days of ``ts_event``."""
 
 
 class LiveRows(NamedTuple):
@@ -78,6 +80,9 @@ class LiveEngine:
         Rows kept per symbol for :meth:`window` (0: none).
     stats
         The store's feature statistics, for normalized windows.
+    session_ns
+        Sessions are ``ts_event // session_ns`` (ingest's: UTC days); a symbol's state
+        restarts with its first event of a new session. 0: one session.
 
     Examples
     --------
@@ -96,16 +101,18 @@ class LiveEngine:
         *,
         history: int = 0,
         stats: FeatureStats | None = None,
+        session_ns: int = DAY_NS,
     ) -> None:
         if history < 0:
             raise ConfigError(f"history must be >= 0 rows, got {history}")
         self.spec = spec
         self.history = int(history)
         self.stats = stats
+        self.session_ns = int(session_ns)
         self._scale = None if stats is None else _scale(stats, spec.features)
         plan = plan_of(spec)
         self._native = _native.LiveEngine(
-            plan.clock, plan.ops, plan.windows, plan.sizes, self.history, 0
+            plan.clock, plan.ops, plan.windows, plan.sizes, self.history, self.session_ns, 0
         )
         self._symbols: dict[str, int] = {}
         for name in symbols:
@@ -230,6 +237,7 @@ class LiveEngine:
             "format": _STATE_FORMAT,
             "spec": self.spec.to_dict(),
             "history": self.history,
+            "session_ns": self.session_ns,
             "symbols": list(self._symbols),
             "counts": [int(c) for c in self._native.counts()],
         }
@@ -271,6 +279,7 @@ class LiveEngine:
             meta["symbols"],
             history=int(meta["history"]),
             stats=stats,
+            session_ns=int(meta["session_ns"]),
         )
         ints, floats = state["ints"], state["floats"]
         io, fo = state["int_offsets"], state["float_offsets"]

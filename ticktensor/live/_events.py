@@ -52,7 +52,16 @@ WIDTH = 8
 _VALUES = {
     EventKind.QUOTES: ("bid_px", "ask_px", "bid_sz", "ask_sz"),
     EventKind.TRADES: ("price", "size", "side"),
-    EventKind.OHLCV: ("open", "high", "low", "close", "volume", "trade_count", "vwap"),
+    EventKind.OHLCV: (
+        "open",
+        "high",
+        "low",
+        "close",
+        "volume",
+        "trade_count",
+        "vwap",
+        "interval_ns",
+    ),
     EventKind.MBP10: ("price", "size", "side"),
 }
 _KINDS = {
@@ -152,7 +161,8 @@ class Bar:
     def values(self) -> tuple[float, ...]:
         """The engine's values."""
         columns = (self.open, self.high, self.low, self.close, self.volume)
-        return (*map(_field, columns), _field(self.trade_count), _field(self.vwap))
+        tail = (_field(self.trade_count), _field(self.vwap), float(self.interval_ns))
+        return (*map(_field, columns), *tail)
 
 
 def _action(code: str | None) -> float:
@@ -197,8 +207,8 @@ class EventBatch(NamedTuple):
     """Events as columns, in the order the engine takes them.
 
     ``values`` (``[n, 8]``) holds quotes' ``bid_px, ask_px, bid_sz, ask_sz``, trades'
-    ``price, size, side`` and bars' ``open, high, low, close, volume, trade_count, vwap``
-    (then zeros); NaN is a null. ``symbol`` numbers ``symbols``; a bar's ``ts`` is its
+    ``price, size, side`` and bars' ``open, high, low, close, volume, trade_count, vwap,
+    interval_ns`` (then zeros); NaN is a null. ``symbol`` numbers ``symbols``; a bar's ``ts`` is its
     close time.
     """
 

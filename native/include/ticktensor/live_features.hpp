@@ -20,8 +20,8 @@ inline constexpr std::size_t kDepth = 10;
 
 // One event. Quotes: v = bid_px, ask_px, bid_sz, ask_sz. Trades: v = price, size, side
 // (-1, 0, +1). Bars (the ohlcv clock): v = open, high, low, close, volume, trade_count,
-// vwap, and `ts` is the bar's close time (ts_event + interval_ns). MBP-10 book events: v =
-// price, size, side, action (0..5 for A C M T F R; another number breaks action_domain) and
+// vwap, interval_ns, and `ts` is the bar's close time (ts_event + interval_ns). MBP-10 book events:
+// v = price, size, side, action (0..5 for A C M T F R; another number breaks action_domain) and
 // `levels` the book after it: bid_px_00..09, ask_px_00..09, bid_sz_00..09, ask_sz_00..09
 // (4 * kDepth values, read during push only). NaN stands for a null
 // (an absent price). `key` tells apart events equal in every other field (a sequence
@@ -103,11 +103,14 @@ struct FeatureOp {
 struct Config {
   Clock clock;
   std::vector<FeatureOp> features;
-  std::size_t history;  // float32 rows kept per symbol for windows (0: none)
+  std::size_t history;      // float32 rows kept per symbol for windows (0: none)
+  std::int64_t session_ns;  // a symbol's state restarts when ts_event / session_ns (floored)
+                            // grows: ingest's sessions are UTC days (0: one session)
 };
 
 // The state of one symbol: everything a row needs from the symbol's past events.
 struct SymbolState {
+  std::int64_t session;                        // the session of the latest event (INT64_MIN: none)
   std::int64_t last_ts;                        // latest accepted event (INT64_MIN: none)
   std::int64_t rows;                           // rows emitted
   std::int64_t trades;                         // trades accepted
