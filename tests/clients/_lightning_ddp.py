@@ -14,7 +14,11 @@ script again. Four fits, one after the other in the same processes:
   Lightning's ``loader.sampler.set_epoch(1)`` reached the loader.
 
 Each rank writes the ids it trained on, one per line, to
-``OUT/{MODE}/epoch{E}-rank{R}.txt``. Run by ``test_lightning.py``.
+``OUT/{MODE}/epoch{E}-rank{R}.txt``. Then ``validate`` and ``predict`` over the first
+``EVAL_SAMPLES`` windows (two ranks share them evenly, but not in whole global steps of
+``2 * BATCH``), with our loader and with torch's, both built first thing (Lightning gives
+torch's a ``DistributedSampler``): each rank writes the ids it saw to
+``OUT/eval/{ours,torch}-{validate,predict}-rank{R}.txt``. Run by ``test_lightning.py``.
 """
 
 from __future__ import annotations
@@ -23,16 +27,19 @@ import sys
 import warnings
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.strategies import DDPStrategy
+from torch.utils.data import Subset
 
 from ticktensor import DataLoader
 from ticktensor.loaders import FastOptions, WindowDataset
 from ticktensor.store import open_store
 
 WINDOW, BATCH, EPOCHS = 4, 8, 2
+EVAL_SAMPLES = 62
 RESUME_AFTER = 1  # batch index in epoch 1 after which the checkpoint is saved
 
 
@@ -62,6 +69,21 @@ class Recorder(pl.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class Evaluator(pl.LightningModule):
+    """Records the ids it validates on; predicts the ids of each batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(WINDOW * 3, 1)
+        self.seen: list[int] = []
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> None:
+        self.seen += [int(v) for v in batch[0][:, 0, 0].tolist()]
+
+    def predict_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> list[int]:
+        return [int(v) for v in batch[0][:, 0, 0].tolist()]
 
 
 class SaveAt(pl.Callback):
@@ -96,14 +118,46 @@ def main() -> None:
     warnings.filterwarnings(
         "ignore", "You're resuming from a checkpoint that ended before the epoch ended"
     )
+    # Lightning's notice that DDP evaluation repeats samples to even the ranks: what is
+    # compared here.
+    warnings.filterwarnings("ignore", "Using `DistributedSampler` with the dataloaders")
     url, out = sys.argv[1], Path(sys.argv[2])
     early, early_limited = loader(url), loader(url)
+    evaluated = Subset(WindowDataset(open_store(url), WINDOW), range(EVAL_SAMPLES))
+    eval_loaders = {
+        "ours": DataLoader(evaluated, batch_size=BATCH),
+        "torch": torch.utils.data.DataLoader(evaluated, batch_size=BATCH),
+    }
     fit(Recorder(out / "datamodule"), datamodule=Windows(url))
     ckpt = out / "mid.ckpt"
     fit(Recorder(out / "before_fit"), [SaveAt(ckpt)], train_dataloaders=early)
     if ckpt.exists():  # else epoch 1 never reached that batch: the test says so
         fit(Recorder(out / "resumed"), train_dataloaders=loader(url), ckpt_path=str(ckpt))
     fit(Recorder(out / "limited"), train_dataloaders=early_limited, limit_train_batches=2)
+    evaluate(eval_loaders, out / "eval")
+
+
+def evaluate(loaders: dict[str, Any], out: Path) -> None:
+    out.mkdir(exist_ok=True)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=2,
+        strategy=DDPStrategy(process_group_backend="gloo", timeout=timedelta(seconds=60)),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        logger=False,
+    )
+    for name, loader in loaders.items():
+        model = Evaluator()
+        trainer.validate(model, loader, verbose=False)
+        rank = trainer.global_rank
+        write(out / f"{name}-validate-rank{rank}.txt", model.seen)
+        predictions = trainer.predict(model, loader) or []
+        write(out / f"{name}-predict-rank{rank}.txt", [i for p in predictions for i in p])
+
+
+def write(path: Path, seen: list[int]) -> None:
+    path.write_text("".join(f"{i}\n" for i in seen))
 
 
 def fit(

@@ -275,13 +275,12 @@ def test_end_of_epoch_checkpoint_resumes_with_the_next_epoch(
 
 
 @pytest.mark.slow
-def test_ddp_validate_and_predict_see_torchs_samples(store_url: str, tmp_path: Path) -> None:
+def test_ddp_validate_and_predict_see_torchs_samples(ddp_run: Path) -> None:
     """62 samples over 2 ranks: each rank sees 31, every sample once, as with the
     ``DistributedSampler`` Lightning adds to torch's loader (not whole padded steps)."""
-    run_script([sys.executable, str(HERE / "_lightning_ddp_eval.py"), store_url, str(tmp_path)])
     for stage in ("validate", "predict"):
         seen = {
-            name: [read_ids(tmp_path / f"{name}-{stage}-rank{r}.txt") for r in range(2)]
+            name: [read_ids(ddp_run / "eval" / f"{name}-{stage}-rank{r}.txt") for r in range(2)]
             for name in ("ours", "torch")
         }
         assert [len(s) for s in seen["ours"]] == [len(s) for s in seen["torch"]] == [31, 31]
