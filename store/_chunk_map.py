@@ -116,6 +116,7 @@ def segment_chunk_map(location: Location, record: SegmentRecord, array: str) -> 
     codec = codec_of(meta)
     separator = meta.get("chunk_key_encoding", {}).get("configuration", {}).get("separator", "/")
     fill = codec != "zarr" and bool(record.files) and _is_nan(meta.get("fill_value"))
+    crcs = _recorded_crcs(meta, -(-record.rows // chunk_rows), location.display(rel))
     suffix = f"{separator}0" if len(shape) == 2 else ""
     columns = shape[1] if len(shape) == 2 else 1
     chunks = []
@@ -134,9 +135,29 @@ def segment_chunk_map(location: Location, record: SegmentRecord, array: str) -> 
                 columns=columns,
                 codec="fill" if fill and entry is None else codec,
                 sha256=None if entry is None else entry.sha256,
+                crc32c=crcs[k],
             )
         )
     return ChunkMap(array, record.rows, chunk_rows, tuple(chunks))
+
+
+def _recorded_crcs(meta: dict[str, Any], chunks: int, where: str) -> list[int | None]:
+    """The CRC-32C of each chunk file that the array's attribute ``chunk_crc32c`` records
+    (``None`` for chunks not written, and for every chunk of segments written before)."""
+    crcs = meta.get("attributes", {}).get("chunk_crc32c")
+    if crcs is None:
+        return [None] * chunks
+    if (
+        not isinstance(crcs, list)
+        or len(crcs) != chunks
+        or not all(c is None or (type(c) is int and 0 <= c < 1 << 32) for c in crcs)
+    ):
+        raise StoreCorruptError(
+            f"{where}/zarr.json: attribute chunk_crc32c is {crcs!r:.80}, expected one "
+            f"CRC-32C (or null) per each of the {chunks} chunks"
+        )
+    recorded: list[int | None] = crcs
+    return recorded
 
 
 def _is_nan(fill_value: Any) -> bool:

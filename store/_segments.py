@@ -201,7 +201,8 @@ def _segment_files(
 ) -> Iterator[tuple[str, bytes]]:
     """The segment's files as ``(key, bytes)``: the group, ``ts``, and the float32
     ``[time, column]`` matrices ``values`` and ``labels``, chunked along time only and
-    their columns named; written directly, as zarr-python writes them."""
+    their columns named; written directly, as zarr-python writes them, with each chunk
+    file's CRC-32C in the array's attribute ``chunk_crc32c``."""
     rows = min(layout.chunk_rows, int(ts.shape[0]))
     yield "zarr.json", group_file(attrs)
     arrays: list[tuple[str, npt.NDArray[Any], list[str], dict[str, Any] | None]] = [
@@ -212,7 +213,7 @@ def _segment_files(
         arrays.append(("labels", labels, ["time", "label"], {"label_names": list(label_names)}))
     for name, data, dims, attributes in arrays:
         for key, encoded in array_files(
-            data, rows, layout, dimension_names=dims, attributes=attributes
+            data, rows, layout, dimension_names=dims, attributes=attributes, checksums=True
         ):
             yield f"{name}/{key}", encoded
 

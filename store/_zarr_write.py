@@ -11,12 +11,14 @@ reader and a rerun reproduces the same file hashes.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 from numcodecs import Blosc, Zstd
+
+from ticktensor.kernels import crc32c
 
 from ._layout import Layout
 
@@ -77,15 +79,27 @@ def array_files(
     *,
     dimension_names: Sequence[str],
     attributes: dict[str, Any] | None = None,
+    checksums: bool = False,
 ) -> Files:
     """``(key, bytes)`` of an array chunked along its first axis only: its ``zarr.json``,
     then one file per chunk (the last one padded to full size with the fill value, as
     zarr-python stores it). A chunk holding only the fill value is not written, as
-    zarr-python does not write it either (0 for integers, NaN for floats)."""
+    zarr-python does not write it either (0 for integers, NaN for floats).
+
+    With ``checksums`` the attribute ``chunk_crc32c`` lists the CRC-32C of every chunk
+    file (``None`` for a chunk not written), so that readers check each chunk cheaply;
+    the chunks are then encoded before the metadata is made."""
     data = np.ascontiguousarray(data)
     floating = data.dtype.kind == "f"
     codecs, compressor = _codecs(layout, data.dtype.itemsize)
     chunk_shape = [chunk_rows, *data.shape[1:]]
+    chunks: Iterable[tuple[int, tuple[str, bytes]]] = _chunk_files(data, chunk_rows, compressor)
+    if checksums:
+        chunks = list(chunks)
+        crcs: list[int | None] = [None] * -(-data.shape[0] // chunk_rows)
+        for index, (_, blob) in chunks:
+            crcs[index] = crc32c(blob)
+        attributes = {**(attributes or {}), "chunk_crc32c": crcs}
     yield (
         "zarr.json",
         _document(
@@ -104,6 +118,16 @@ def array_files(
             }
         ),
     )
+    for _, file in chunks:
+        yield file
+
+
+def _chunk_files(
+    data: npt.NDArray[Any], chunk_rows: int, compressor: Any
+) -> Iterator[tuple[int, tuple[str, bytes]]]:
+    """Each chunk file of ``data`` (C-contiguous) with its chunk's number; a chunk holding
+    only the fill value has none."""
+    floating = data.dtype.kind == "f"
     little = data.astype(data.dtype.newbyteorder("<"), copy=False)
     suffix = "/0" * (data.ndim - 1)
     for index, lo in enumerate(range(0, data.shape[0], chunk_rows)):
@@ -111,7 +135,8 @@ def array_files(
         if np.isnan(chunk).all() if floating else not chunk.any():
             continue
         raw = chunk.tobytes()
-        yield f"c/{index}{suffix}", raw if compressor is None else bytes(compressor.encode(raw))
+        blob = raw if compressor is None else bytes(compressor.encode(raw))
+        yield index, (f"c/{index}{suffix}", blob)
 
 
 def padded_chunk(rows: npt.NDArray[Any], chunk_rows: int) -> npt.NDArray[Any]:

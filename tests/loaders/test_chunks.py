@@ -167,8 +167,8 @@ def test_damaged_chunks_fail_with_their_name(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[len(data) // 2 :] = bytes(len(data) - len(data) // 2)
     path.write_bytes(bytes(data))
-    # Segments record no CRC-32C: their sha256 is checked when a chunk is loaded.
-    with pytest.raises(StoreCorruptError, match=f"{path}: sha256 \\w+ != \\w+ recorded") as info:
+    # Each chunk is checked against its CRC-32C when it is loaded, before it is decoded.
+    with pytest.raises(StoreCorruptError, match=f"{path}: crc32c \\w+ != \\w+ recorded") as info:
         WindowDataset(version, WINDOW).get_batch(np.arange(20))
     assert any("while loading chunk 1" in note for note in info.value.__notes__)
 
@@ -185,9 +185,10 @@ def test_verify_catches_bytes_altered_in_place(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[0] ^= 0xFF
     path.write_bytes(bytes(data))
-    for verify in (False, True):  # a segment records no CRC-32C: its sha256 is the check
-        with pytest.raises(StoreCorruptError, match=r"sha256 \w+ != \w+ recorded for the chunk"):
-            WindowDataset(version, WINDOW, verify=verify).get_batch(np.arange(20))
+    with pytest.raises(StoreCorruptError, match=r"crc32c \w+ != \w+ recorded when the chunk"):
+        WindowDataset(version, WINDOW).get_batch(np.arange(20))
+    with pytest.raises(StoreCorruptError, match=r"sha256 \w+ != \w+ recorded for the chunk"):
+        WindowDataset(version, WINDOW, verify=True).get_batch(np.arange(20))
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")

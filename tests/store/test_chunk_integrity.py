@@ -16,7 +16,7 @@ from ticktensor.errors import StoreCorruptError
 from ticktensor.loaders import WindowDataset
 from ticktensor.store import Layout, Store, StoredChunk, StoreVersion
 
-from .conftest import write_pack_of
+from .conftest import make_series, write_pack_of, write_series
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 WINDOW = 8
@@ -143,3 +143,17 @@ def test_read_pack_checks_each_chunk_by_default(tmp_path: Path, codec: str) -> N
     path.write_bytes(bytes(data))
     with pytest.raises(StoreCorruptError, match=r"values chunk 6 \(bytes .*\): crc32c \w+ !="):
         version.read_pack(version.packs[0])
+
+
+def test_new_segments_record_a_crc32c_per_chunk(tmp_path: Path) -> None:
+    store = Store.create(str(tmp_path / "s"), layout=Layout(codec="none", chunk_rows=64))
+    store.commit(segments=[write_series(store, make_series("AAA", 0, rows=300))])
+    version = store.version()
+    chunk = version.chunk_map(version.segments[0], "values").chunks[2]
+    assert chunk.crc32c is not None
+    path = tmp_path / "s" / chunk.rel
+    data = bytearray(path.read_bytes())
+    data[100] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreCorruptError, match=rf"{re.escape(str(path))}: crc32c \w+ != \w+"):
+        _read_everything(version)

@@ -11,6 +11,7 @@ import pytest
 import zarr
 from zarr.storage import LocalStore
 
+from ticktensor.kernels import crc32c
 from ticktensor.store import Codec, Layout
 from ticktensor.store._location import Location
 from ticktensor.store._manifest import sha256_hex
@@ -28,8 +29,10 @@ def zarr_python_segment(
     values: npt.NDArray[np.float32],
     labels: npt.NDArray[np.float32],
     layout: Layout,
+    array_attributes: dict[str, dict[str, Any]],
 ) -> dict[str, bytes]:
-    """The reference: the same group and arrays through zarr-python's own writer."""
+    """The reference: the same group and arrays (with the same attributes) through
+    zarr-python's own writer."""
     group = zarr.create_group(LocalStore(root), attributes=attributes, zarr_format=3)
     rows = min(layout.chunk_rows, ts.shape[0])
     group.create_array(
@@ -40,11 +43,9 @@ def zarr_python_segment(
         fill_value=0,
         compressors=layout.compressors(8),
         dimension_names=["time"],
+        attributes=array_attributes["ts"],
     )[...] = ts
-    for name, data, dimension, columns in (
-        ("values", values, "feature", ["a", "b", "c"]),
-        ("labels", labels, "label", ["y"]),
-    ):
+    for name, data, dimension in (("values", values, "feature"), ("labels", labels, "label")):
         group.create_array(
             name,
             shape=data.shape,
@@ -53,7 +54,7 @@ def zarr_python_segment(
             fill_value=float("nan"),
             compressors=layout.compressors(4),
             dimension_names=["time", dimension],
-            attributes={f"{dimension}_names": columns},
+            attributes=array_attributes[name],
         )[...] = data
     return files_of(root)
 
@@ -85,8 +86,19 @@ def test_segment_files_equal_zarr_pythons(
         layout=layout,
     )
     ours = files_of(tmp_path / "store" / record.path)
-    attributes = zarr.open_group(LocalStore(tmp_path / "store" / record.path)).attrs.asdict()
-    theirs = zarr_python_segment(tmp_path / "reference", attributes, ts, values, labels, layout)
+    group = zarr.open_group(LocalStore(tmp_path / "store" / record.path))
+    arrays = {name: group[name].attrs.asdict() for name in ("ts", "values", "labels")}
+    assert arrays["values"]["feature_names"] == ["a", "b", "c"]
+    assert arrays["labels"]["label_names"] == ["y"]
+    for name, attrs in arrays.items():  # the CRC-32C of every chunk file written
+        suffix = "" if name == "ts" else "/0"
+        assert attrs["chunk_crc32c"] == [
+            crc32c(ours[key]) if key in ours else None
+            for key in (f"{name}/c/{k}{suffix}" for k in range(len(attrs["chunk_crc32c"])))
+        ]
+    theirs = zarr_python_segment(
+        tmp_path / "reference", group.attrs.asdict(), ts, values, labels, layout, arrays
+    )
     assert sorted(ours) == sorted(theirs)
     assert all(ours[key] == theirs[key] for key in theirs), [
         key for key in theirs if ours[key] != theirs[key]
