@@ -103,11 +103,6 @@ class PassState:
         """``{"epoch", "seed", "samples_consumed", ...}``: plain ints, JSON-safe."""
         return self.position.state_dict()
 
-    def next_pass_state(self) -> dict[str, Any]:
-        """What the next pass does if the running one (if any) is not continued: the
-        position of a pending resume, else the start of the current epoch."""
-        return {**self.position.state_dict(), "samples_consumed": self.next_start()}
-
     def _current(self, generation: int) -> bool:
         return generation == self._generation
 

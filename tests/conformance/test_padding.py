@@ -69,6 +69,20 @@ def test_evaluation_sees_every_sample_and_torchs_repeats(
     assert seen == Counter(id_of[:size] + id_of[:padding])
 
 
+@pytest.mark.parametrize(("world", "size"), [(3, 1), (4, 1), (4, 2), (4, 3)])
+def test_fewer_samples_than_ranks(
+    make_loader: LoaderFactory, dataset: WindowDataset, id_of: list[int], world: int, size: int
+) -> None:
+    """Every rank still gets one sample: the order repeated as often as it takes."""
+    data = Subset(dataset, range(size))
+    loaders = rank_loaders(make_loader, data, world, batch_size=8)
+    per_rank = [all_ids(loader) for loader in loaders]  # type: ignore[arg-type]
+    assert [len(ids) for ids in per_rank] == [1] * world
+    assert Counter(i for ids in per_rank for i in ids) == Counter(
+        [id_of[j % size] for j in range(world)]
+    )
+
+
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_shuffled_training_pads_at_most_world_minus_one(
     make_loader: LoaderFactory, dataset: WindowDataset, world: int

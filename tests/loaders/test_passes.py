@@ -41,6 +41,19 @@ def test_load_resumes_the_next_pass_only() -> None:
     assert (again.epoch, again.start_sample) == (3, 0)
 
 
+def test_an_abandoned_pass_leaves_the_next_start() -> None:
+    state = PassState(seed=0)
+    state.load({"epoch": 1, "seed": 0, "samples_consumed": 40})
+    resumed = state.begin()
+    resumed.consumed(56)
+    assert state.state_dict()["samples_consumed"] == 56  # running: its position
+    resumed.abandon()
+    assert state.state_dict() == {"epoch": 1, "seed": 0, "samples_consumed": 0}
+    assert state.begin().start_sample == 0
+    resumed.consumed(64)  # gone: moves nothing
+    assert state.state_dict()["samples_consumed"] == 0
+
+
 def test_set_epoch_drops_a_pending_resume_and_stales_passes() -> None:
     state = PassState(seed=0)
     running = state.begin()
@@ -56,10 +69,14 @@ def test_set_epoch_drops_a_pending_resume_and_stales_passes() -> None:
         state.load({"epoch": 0, "seed": 4, "samples_consumed": 0})
 
 
-@given(st.lists(st.sampled_from(["begin", "consume", "finish", "load", "epoch"]), max_size=30))
+ACTIONS = ["begin", "consume", "finish", "abandon", "load", "epoch"]
+
+
+@given(st.lists(st.sampled_from(ACTIONS), max_size=30))
 def test_only_the_newest_pass_moves_the_position(actions: list[str]) -> None:
     """Against a model: a position that only the newest pass (begun after the last
-    load/set_epoch) moves, which restarts at 0 unless a load came since the last begin."""
+    load/set_epoch) moves, which restarts at 0 unless a load came since the last begin;
+    abandoning that pass puts it back at 0 (where the next pass starts)."""
     state = PassState(seed=0)
     model = {"epoch": 0, "seed": 0, "samples_consumed": 0}
     resume = False
@@ -79,6 +96,11 @@ def test_only_the_newest_pass_moves_the_position(actions: list[str]) -> None:
             newest.finish()
             if live:
                 model["epoch"] += 1
+                model["samples_consumed"] = 0
+                live = False
+        elif action == "abandon" and newest is not None:
+            newest.abandon()
+            if live:
                 model["samples_consumed"] = 0
                 live = False
         elif action == "load":
