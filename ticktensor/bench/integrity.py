@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 
@@ -63,8 +64,12 @@ def integrity_rows(w: Workload, o: BenchOptions, results: Results, say: Say) -> 
     for codec in CODECS:
         version = pack_store(w, codec, say)
         reps: dict[str, list[Rep]] = {"check": [], "nocheck": []}
+        settings: tuple[tuple[str, bool | Literal["none"]], ...] = (
+            ("nocheck", "none"),
+            ("check", False),
+        )
         for p in range(passes):
-            for kind, verify in (("nocheck", "none"), ("check", False)):
+            for kind, verify in settings:
                 reps[kind].append(
                     fresh_pass(version, w.window, w.batch, o.threads, w.seed + p, verify=verify)
                 )
