@@ -1,0 +1,251 @@
+"""Partitions that fit the data's frequency: a pack per day for intraday data, per month or
+year for data with few rows per session; the choice recorded in the store and kept."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ticktensor.cli import main
+from ticktensor.errors import ConfigError, VersionConflictError
+from ticktensor.ingest import IngestOptions, IngestResult, ingest
+from ticktensor.ingest._partition import choose_partition, partition_label
+from ticktensor.ingest.readers import ReadOptions
+from ticktensor.loaders import WindowDataset
+from ticktensor.schemas import EventKind
+from ticktensor.store import Store
+
+DAY_NS = 86_400 * 10**9
+HEADER = "ts_event,symbol,open,high,low,close,volume\n"
+
+
+def _weekdays(first: date, last: date) -> list[date]:
+    days, d = [], first
+    while d <= last:
+        if d.weekday() < 5:
+            days.append(d)
+        d += timedelta(days=1)
+    return days
+
+
+def _ns(d: date, seconds: int = 0) -> int:
+    return int(datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()) * 10**9 + seconds * 10**9
+
+
+def _bar(ts: int, symbol: str, close: float) -> str:
+    return f"{ts},{symbol},{close:.4f},{close + 1:.4f},{close - 1:.4f},{close + 0.25:.4f},1000\n"
+
+
+def daily_bars(
+    path: Path, first: date, last: date, symbols: tuple[str, ...] = ("AAA",), shift: float = 0.0
+) -> str:
+    """One row per symbol per weekday from ``first`` to ``last`` (a vendor's daily file)."""
+    lines = [
+        _bar(_ns(d), s, 100.0 + (d - first).days * 0.1 + j + shift)
+        for d in _weekdays(first, last)
+        for j, s in enumerate(symbols)
+    ]
+    path.write_text(HEADER + "".join(lines))
+    return str(path)
+
+
+def minute_bars(path: Path, first: date, days: int, per_day: int = 390) -> str:
+    lines = [
+        _bar(_ns(d, 14 * 3600 + 30 * 60 + 60 * m), "AAA", 100.0 + 0.01 * m)
+        for d in _weekdays(first, first + timedelta(days=days + 4))[:days]
+        for m in range(per_day)
+    ]
+    path.write_text(HEADER + "".join(lines))
+    return str(path)
+
+
+def _options(**kw: object) -> IngestOptions:
+    return IngestOptions(read=ReadOptions(kind=EventKind.OHLCV), workers=2, **kw)  # type: ignore[arg-type]
+
+
+def _run(files: list[str], out: Path, **kw: object) -> IngestResult:
+    result = ingest(files, str(out), _options(**kw), progress=False)
+    for f in result.files:
+        assert f.rows_read == f.rows_stored + f.rows_quarantined
+    return result
+
+
+def _sessions(out: Path, version: int | None = None) -> list[str]:
+    return sorted(p.session for p in Store.open(str(out)).version(version).packs)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every data file of a store (packs and tables), by path."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for sub in ("packs", "tables")
+        if (root / sub).exists()
+        for p in sorted((root / sub).rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_labels_of_each_partition() -> None:
+    assert partition_label("2024-03-05", "day") == "2024-03-05"
+    assert partition_label("2024-03-05", "month") == "2024-03"
+    assert partition_label("2024-03-05", "year") == "2024"
+
+
+def test_auto_picks_year_for_daily_bars(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    result = _run([daily_bars(tmp_path / "d.csv", date(2022, 1, 3), date(2024, 6, 28))], out)
+    assert _sessions(out) == ["2022", "2023", "2024"]
+    assert result.rows_stored == len(_weekdays(date(2022, 1, 3), date(2024, 6, 28)))
+    assert Store.open(str(out)).version().manifest.attributes["partition"] == "year"
+
+
+def test_auto_picks_month_for_hourly_bars(tmp_path: Path) -> None:
+    out, lines = tmp_path / "store", []
+    for d in _weekdays(date(2024, 1, 2), date(2024, 3, 29)):
+        lines += [_bar(_ns(d, 3600 * (14 + h)), "AAA", 100.0 + h) for h in range(7)]
+    (tmp_path / "h.csv").write_text(HEADER + "".join(lines))
+    _run([str(tmp_path / "h.csv")], out)
+    assert _sessions(out) == ["2024-01", "2024-02", "2024-03"]
+
+
+def test_auto_picks_day_for_minute_bars(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    _run([minute_bars(tmp_path / "m.csv", date(2024, 1, 2), days=3)], out)
+    assert _sessions(out) == ["2024-01-02", "2024-01-03", "2024-01-04"]
+    assert Store.open(str(out)).version().manifest.attributes["partition"] == "day"
+
+
+def test_auto_picks_day_for_a_wide_minute_universe() -> None:
+    # W1: 5,000 symbols x 390 one-minute bars a session, one file per session.
+    days = [(f"2024-01-{d:02d}", 5_000 * 390, 5_000) for d in range(2, 22)]
+    assert choose_partition("auto", days) == "day"
+    assert choose_partition("auto", [("2024-01-02", 500, 500)]) == "year"
+    assert choose_partition("month", days) == "month"
+
+
+def test_explicit_partition_overrides_auto(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    _run([daily_bars(tmp_path / "d.csv", date(2024, 1, 2), date(2024, 3, 29))], out, partition="month")
+    assert _sessions(out) == ["2024-01", "2024-02", "2024-03"]
+
+
+def test_partition_flag_of_the_cli(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    src = daily_bars(tmp_path / "d.csv", date(2024, 1, 2), date(2024, 1, 5))
+    code = main(["ingest", src, "--out", str(out), "--schema", "ohlcv", "--partition", "day",
+                 "--quiet"])  # fmt: skip
+    assert code == 0
+    assert _sessions(out) == ["2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
+
+
+def test_append_rewrites_only_its_partition(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    _run([daily_bars(tmp_path / "a.csv", date(2022, 1, 3), date(2024, 12, 27))], out)
+    store = Store.open(str(out))
+    before, old = _files(out), {p.session: p for p in store.version().packs}
+    result = _run([daily_bars(tmp_path / "b.csv", date(2024, 12, 30), date(2024, 12, 30))], out)
+    assert result.published and result.rows_read == result.rows_stored == 1
+    after = {p.session: p for p in Store.open(str(out)).version().packs}
+    assert sorted(after) == ["2022", "2023", "2024"]
+    assert after["2022"] == old["2022"] and after["2023"] == old["2023"]
+    assert after["2024"].path != old["2024"].path
+    assert after["2024"].rows == old["2024"].rows + 1
+    files = _files(out)
+    for path, data in before.items():  # copy-on-write: nothing written is touched
+        assert files[path] == data
+    written = set(files) - set(before)
+    assert written and all("2024" in p for p in written)
+    # The appended partition is the series of the first ingest and the day after it.
+    whole = tmp_path / "whole"
+    _run([daily_bars(tmp_path / "w.csv", date(2024, 1, 1), date(2024, 12, 30))], whole)
+    mine = Store.open(str(out)).version()
+    ref = Store.open(str(whole)).version()
+    got, want = mine.read_pack(mine.pack("2024")), ref.read_pack(ref.pack("2024"))
+    np.testing.assert_array_equal(got.ts, want.ts)
+    np.testing.assert_array_equal(got.values, want.values)
+    assert mine.read_table(next(t for t in mine.tables if t.session == "2024")).num_rows == len(
+        _weekdays(date(2024, 1, 1), date(2024, 12, 30))
+    )
+
+
+def test_append_keeps_other_symbols_and_days(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    _run([daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 6, 28), ("AAA", "BBB"))], out)
+    _run([daily_bars(tmp_path / "b.csv", date(2024, 7, 1), date(2024, 7, 1), ("AAA",))], out)
+    v = Store.open(str(out)).version()
+    table = v.read_table(next(t for t in v.tables if t.session == "2024"))
+    n = len(_weekdays(date(2024, 1, 2), date(2024, 6, 28)))
+    assert table.num_rows == 2 * n + 1
+    index = v.pack_index(v.pack("2024"))
+    assert sorted(index.symbols) == ["AAA", "BBB"]
+
+
+def test_a_day_again_is_unchanged_and_other_values_conflict(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    _run([daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 6, 28))], out)
+    again = _run([daily_bars(tmp_path / "b.csv", date(2024, 3, 4), date(2024, 3, 4))], out)
+    assert not again.published
+    other = daily_bars(tmp_path / "c.csv", date(2024, 3, 4), date(2024, 3, 4), shift=5.0)
+    with pytest.raises(VersionConflictError, match="session 2024 "):
+        _run([other], out)
+    fixed = _run([other], out, replace=True)
+    assert fixed.published
+    v = Store.open(str(out)).version()
+    assert v.pack("2024").rows == len(_weekdays(date(2024, 1, 2), date(2024, 6, 28)))
+
+
+def test_recorded_partition_is_reused_and_a_conflicting_one_refused(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    _run([daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 2, 28))], out, partition="month")
+    # One row of one day alone would be "year" for auto: the store's month is kept.
+    _run([daily_bars(tmp_path / "b.csv", date(2024, 2, 29), date(2024, 3, 1))], out)
+    assert _sessions(out) == ["2024-01", "2024-02", "2024-03"]
+    _run([daily_bars(tmp_path / "c.csv", date(2024, 3, 4), date(2024, 3, 4))], out, partition="month")
+    with pytest.raises(ConfigError, match="partition.*month.*year"):
+        _run([daily_bars(tmp_path / "d.csv", date(2024, 3, 5), date(2024, 3, 5))], out, partition="year")
+
+
+def test_a_store_without_a_recorded_partition_keeps_days(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    _run([minute_bars(tmp_path / "m.csv", date(2024, 1, 2), days=1)], out)
+    # A store written before partitions were recorded: its sessions are days.
+    store = Store.open(str(out))
+    v = store.version()
+    attributes = {k: a for k, a in v.manifest.attributes.items() if k != "partition"}
+    assert "partition" not in attributes
+    assert choose_partition("auto", [("2024-01-02", 1, 1)], stored="day") == "day"
+
+
+def test_windows_span_days_within_a_partition(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    _run([daily_bars(tmp_path / "d.csv", date(2024, 1, 2), date(2024, 6, 28))], out)
+    ds = WindowDataset(str(out), window=20)
+    assert len(ds) > 0
+    first, last = ds.sample_first_ts, ds.sample_ts
+    assert (last - first).max() >= 19 * DAY_NS  # a window spans many days
+    pack = Store.open(str(out)).version().pack("2024")
+    assert len(ds) <= pack.rows - 20 + 1
+
+
+def test_verify_info_and_time_travel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "store"
+    _run([daily_bars(tmp_path / "a.csv", date(2023, 1, 2), date(2024, 6, 28))], out)
+    _run([daily_bars(tmp_path / "b.csv", date(2024, 7, 1), date(2024, 7, 2))], out)
+    assert main(["verify", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["info", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["sessions"] == ["2023", "2024"]
+    assert info["partition"] == "year"
+    assert main(["info", str(out)]) == 0
+    assert "partition year" in capsys.readouterr().out
+    store = Store.open(str(out))
+    old, new = store.version(store.latest_version() - 1), store.version()
+    n = len(_weekdays(date(2024, 1, 1), date(2024, 6, 28)))
+    assert old.read_pack(old.pack("2024")).ts.shape[0] == n
+    assert new.read_pack(new.pack("2024")).ts.shape[0] == n + 2
+    assert main(["verify", str(out), "--version", str(old.version)]) == 0
