@@ -57,7 +57,8 @@ def pack_store(w: Workload, codec: Codec, say: Say = print) -> StoreVersion:
 
 def integrity_rows(w: Workload, o: BenchOptions, results: Results, say: Say) -> None:
     """``ticktensor_check_<codec>`` and ``ticktensor_nocheck_<codec>``: one epoch from
-    opening with the default chunk check and without, taking turns; their ratio is said."""
+    opening with the default chunk check and without, taking turns (in ABBA order); their
+    ratio is said."""
     sb = w.sample_bytes
     passes = max(_PASSES, o.passes)  # a short epoch: a few more passes than o.passes
     say(f"# default chunk check (CRC-32C) on and off: {passes} first epochs each, taking turns")
@@ -69,7 +70,8 @@ def integrity_rows(w: Workload, o: BenchOptions, results: Results, say: Say) -> 
             ("check", False),
         )
         for p in range(passes):
-            for kind, verify in settings:
+            # ABBA: whichever goes first after the previous pass's teardown takes turns too.
+            for kind, verify in settings if p % 2 == 0 else settings[::-1]:
                 reps[kind].append(
                     fresh_pass(version, w.window, w.batch, o.threads, w.seed + p, verify=verify)
                 )
