@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
-import os
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -190,8 +189,7 @@ class _Spill:
             with self.location.writing(rel):
                 f = self._files.get((array, shard))
                 if f is None:
-                    path = self.location.path(rel)
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    path = self.location.create_local(rel)  # following no link
                     f = self._files[array, shard] = open(path, "wb")  # noqa: SIM115 (by move)
                 f.write(data)
 

@@ -308,6 +308,17 @@ def test_a_symlinked_events_folder_is_refused_before_writing(tmp_path: Path) -> 
     assert os.listdir(outside) == []
 
 
+def test_a_symlinked_packs_folder_is_refused_before_writing(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = Store.create(str(root), layout=LAYOUT)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.symlink(outside, root / "packs")
+    with pytest.raises(StoreCorruptError, match=r"packs.*symlink"):
+        write_pack_of(store, 0, rows=300)
+    assert os.listdir(outside) == []
+
+
 def test_a_symlinked_pointer_is_not_read(tmp_path: Path) -> None:
     root = tmp_path / "s"
     _packed(root)
