@@ -361,6 +361,7 @@ class LiveEngine:
         ],
         history: int,
         session_ns: int,
+        bar_ns: int,
         symbols: int,
     ) -> None: ...
     @property
@@ -411,6 +412,7 @@ class LiveEngine:
         ],
         rows: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order="C", device="cpu")],
         row_event: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+        row_ts: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
         verdicts: Annotated[NDArray[numpy.uint8], dict(shape=(None,), order="C", device="cpu")],
         levels: Annotated[
             NDArray[numpy.float64],
@@ -450,6 +452,14 @@ class LiveEngine:
         """
         Take events one by one, writing each push's time in ns. The GIL is released.
         """
+
+    def flush(
+        self,
+        rows: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order="C", device="cpu")],
+        row_symbol: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order="C", device="cpu")],
+        row_ts: Annotated[NDArray[numpy.int64], dict(shape=(None,), order="C", device="cpu")],
+    ) -> int:
+        """The bars clock: close every open bar into rows[:m]; returns m."""
 
     def counts(self) -> list[int]:
         """Counts of verdicts so far, by verdict number."""

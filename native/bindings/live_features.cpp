@@ -51,8 +51,8 @@ class LiveEngine {
  public:
   LiveEngine(std::uint8_t clock, In<std::uint8_t> ops, In<std::uint8_t> windows,
              In<std::int64_t> sizes, std::size_t history, std::int64_t session_ns,
-             std::size_t symbols)
-      : engine_(config(clock, ops, windows, sizes, history, session_ns), symbols) {}
+             std::int64_t bar_ns, std::size_t symbols)
+      : engine_(config(clock, ops, windows, sizes, history, session_ns, bar_ns), symbols) {}
 
   std::size_t features() const { return engine_.features(); }
   std::size_t symbols() const { return engine_.symbols(); }
@@ -81,18 +81,19 @@ class LiveEngine {
 
   std::size_t push_batch(In<std::uint8_t> kind, In<std::uint32_t> symbol, In<std::int64_t> ts,
                          In2<double> values, In<std::uint64_t> key, Out2<double> rows,
-                         Out<std::int64_t> row_event, Out<std::uint8_t> verdicts,
-                         std::optional<In2<double>> levels) {
+                         Out<std::int64_t> row_event, Out<std::int64_t> row_ts,
+                         Out<std::uint8_t> verdicts, std::optional<In2<double>> levels) {
     const std::size_t n = ts.shape(0);
     check_events(kind, symbol, ts, values, key, levels);
     expect("rows", rows.shape(0), n);
     expect("rows' columns", rows.shape(1), engine_.features());
     expect("row_event", row_event.shape(0), n);
+    expect("row_ts", row_ts.shape(0), n);
     expect("verdicts", verdicts.shape(0), n);
     nb::gil_scoped_release release;
     const std::vector<tt::live::Event> events = gather(kind, symbol, ts, values, key, levels);
     std::lock_guard<std::mutex> lock(mutex_);
-    return engine_.push_batch(events.data(), n, rows.data(), row_event.data(),
+    return engine_.push_batch(events.data(), n, rows.data(), row_event.data(), row_ts.data(),
                               reinterpret_cast<tt::live::Verdict*>(verdicts.data()));
   }
 
@@ -107,6 +108,16 @@ class LiveEngine {
     std::vector<double> row(engine_.features());
     std::lock_guard<std::mutex> lock(mutex_);
     tt::live::push_timed(engine_, events.data(), n, ns.data(), row.data());
+  }
+
+  std::size_t flush(Out2<double> rows, Out<std::uint32_t> row_symbol, Out<std::int64_t> row_ts) {
+    const std::size_t n = engine_.symbols();
+    expect("rows", rows.shape(0), n);
+    expect("rows' columns", rows.shape(1), engine_.features());
+    expect("row_symbol", row_symbol.shape(0), n);
+    expect("row_ts", row_ts.shape(0), n);
+    std::lock_guard<std::mutex> lock(mutex_);
+    return engine_.flush(rows.data(), row_symbol.data(), row_ts.data());
   }
 
   std::vector<std::uint64_t> counts() {
@@ -165,16 +176,17 @@ class LiveEngine {
 
   static tt::live::Config config(std::uint8_t clock, const In<std::uint8_t>& ops,
                                  const In<std::uint8_t>& windows, const In<std::int64_t>& sizes,
-                                 std::size_t history, std::int64_t session_ns) {
-    if (clock > 3) {
+                                 std::size_t history, std::int64_t session_ns,
+                                 std::int64_t bar_ns) {
+    if (clock > 4) {
       throw tt::ArgumentError(
-          "clock: expected 0 (quotes), 1 (trades), 2 (ohlcv) or 3 (mbp10), got " +
+          "clock: expected 0 (quotes), 1 (trades), 2 (ohlcv), 3 (mbp10) or 4 (bars), got " +
           std::to_string(clock));
     }
     const std::size_t f = ops.shape(0);
     expect("windows", windows.shape(0), f);
     expect("sizes", sizes.shape(0), f);
-    tt::live::Config c{static_cast<tt::live::Clock>(clock), {}, history, session_ns};
+    tt::live::Config c{static_cast<tt::live::Clock>(clock), {}, history, session_ns, bar_ns};
     for (std::size_t j = 0; j < f; ++j) {
       if (ops.data()[j] > static_cast<std::uint8_t>(tt::live::Op::depth_imbalance) ||
           windows.data()[j] > 2) {
@@ -243,8 +255,9 @@ void bind_live_features(nb::module_& m) {
   nb::class_<LiveEngine>(m, "LiveEngine",
                          "Per-symbol live feature state (see ticktensor.live); not for direct use.")
       .def(nb::init<std::uint8_t, In<std::uint8_t>, In<std::uint8_t>, In<std::int64_t>, std::size_t,
-                    std::int64_t, std::size_t>(),
-           "clock"_a, "ops"_a, "windows"_a, "sizes"_a, "history"_a, "session_ns"_a, "symbols"_a)
+                    std::int64_t, std::int64_t, std::size_t>(),
+           "clock"_a, "ops"_a, "windows"_a, "sizes"_a, "history"_a, "session_ns"_a, "bar_ns"_a,
+           "symbols"_a)
       .def_prop_ro("features", &LiveEngine::features, "Number of features per row.")
       .def_prop_ro("symbols", &LiveEngine::symbols, "Number of symbols.")
       .def("add_symbol", &LiveEngine::add_symbol, "A new symbol; returns its number.")
@@ -252,11 +265,13 @@ void bind_live_features(nb::module_& m) {
            "levels"_a.none() = nb::none(),
            "Take one event; returns its verdict (0: `row` holds a new row).")
       .def("push_batch", &LiveEngine::push_batch, "kind"_a, "symbol"_a, "ts"_a, "values"_a, "key"_a,
-           "rows"_a, "row_event"_a, "verdicts"_a, "levels"_a.none() = nb::none(),
+           "rows"_a, "row_event"_a, "row_ts"_a, "verdicts"_a, "levels"_a.none() = nb::none(),
            "Take events in order; returns the number of rows written. The GIL is released.")
       .def("push_timed", &LiveEngine::push_timed, "kind"_a, "symbol"_a, "ts"_a, "values"_a, "key"_a,
            "ns"_a, "levels"_a.none() = nb::none(),
            "Take events one by one, writing each push's time in ns. The GIL is released.")
+      .def("flush", &LiveEngine::flush, "rows"_a, "row_symbol"_a, "row_ts"_a,
+           "The bars clock: close every open bar into rows[:m]; returns m.")
       .def("counts", &LiveEngine::counts, "Counts of verdicts so far, by verdict number.")
       .def("set_counts", &LiveEngine::set_counts, "counts"_a, "Restore the verdict counts.")
       .def("rows", &LiveEngine::rows, "symbol"_a, "Rows emitted for a symbol.")

@@ -20,6 +20,44 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr std::int64_t kNsPerDay = 86'400LL * 1'000'000'000LL;
 constexpr std::size_t kVolume = 0, kDollar = 1, kCount = 2, kSigned = 3;
+constexpr std::int64_t kNoBar = std::numeric_limits<std::int64_t>::min();
+
+// ts - ts mod size, the floored modulo: the epoch-aligned grid of time bars.
+std::int64_t floor_to(std::int64_t ts, std::int64_t size) {
+  std::int64_t r = ts % size;
+  if (r < 0) r += size;
+  return ts - r;
+}
+
+// numpy's pairwise summation (the float64 add loop of a reduction): 8 accumulators up to
+// 128 terms, halves beyond.
+double pairwise(const double* a, std::size_t n) {
+  if (n < 8) {
+    double res = 0.0;
+    for (std::size_t i = 0; i < n; ++i) res += a[i];
+    return res;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (std::size_t j = 0; j < 8; ++j) r[j] = a[j];
+    std::size_t i = 8;
+    for (; i < n - (n % 8); i += 8) {
+      for (std::size_t j = 0; j < 8; ++j) r[j] += a[i + j];
+    }
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i];
+    return res;
+  }
+  std::size_t half = n / 2;
+  half -= half % 8;
+  return pairwise(a, half) + pairwise(a + half, n - half);
+}
+
+// np.add.reduceat over one run: its first term, plus the pairwise sum of the others.
+double reduceat_sum(const std::vector<double>& x) {
+  if (x.empty()) return 0.0;
+  return x[0] + pairwise(x.data() + 1, x.size() - 1);
+}
 
 bool is_trade_quantity(Op op) {
   return op == Op::volume || op == Op::dollar_volume || op == Op::trade_count ||
@@ -49,6 +87,9 @@ Engine::Engine(Config config, std::size_t symbols) : config_(std::move(config)) 
   for (const FeatureOp& f : config_.features) {
     if ((f.op == Op::ret || f.op == Op::log_ret || f.op == Op::volatility) && f.size < 1) {
       throw ArgumentError("live features: a row count must be >= 1, got " + std::to_string(f.size));
+    }
+    if (config_.clock == Clock::bars && config_.bar_ns <= 0) {
+      throw ArgumentError("live features: the bars clock needs a bar length > 0 ns");
     }
     if (f.op == Op::depth_imbalance && (f.size < 1 || f.size > static_cast<std::int64_t>(kDepth))) {
       throw ArgumentError("live features: depth_imbalance levels must be 1.." +
@@ -99,6 +140,8 @@ SymbolState Engine::fresh() const {
   s.passed.assign(durations_.size(), 0);
   s.base.assign(durations_.size(), {0.0, 0.0, 0.0, 0.0});
   s.history.assign(config_.history * config_.features.size(), 0.0f);
+  s.bar_open = kNoBar;
+  s.bar_first = s.bar_high = s.bar_low = s.bar_last = kNaN;
   return s;
 }
 
@@ -142,9 +185,9 @@ Verdict Engine::check_book(const Event& e) {
 Verdict Engine::check(const Event& e, SymbolState& s) const {
   // The kind giving the clock's rows, and the one joined onto them (ohlcv: none).
   constexpr EventKind rows_of[] = {EventKind::quote, EventKind::trade, EventKind::bar,
-                                   EventKind::book};
+                                   EventKind::book, EventKind::trade};
   constexpr EventKind joined_of[] = {EventKind::trade, EventKind::quote, EventKind::bar,
-                                     EventKind::trade};
+                                     EventKind::trade, EventKind::quote};
   const auto clock = static_cast<std::size_t>(config_.clock);
   const EventKind rows = rows_of[clock];
   if (e.kind != rows && e.kind != joined_of[clock]) return Verdict::other_kind;
@@ -263,10 +306,11 @@ std::array<double, 4> Engine::window_sum(const SymbolState& s, const FeatureOp& 
   return out;
 }
 
-void Engine::compute_row(const Event& e, SymbolState& s, double* row) {
+void Engine::compute_row(const Event& e, SymbolState& s, double* row,
+                         const std::array<double, 4>* own_given) {
   // The book clocks (quotes, mbp10) join trades; the others are their own trades or bars.
   const bool quotes = config_.clock == Clock::quotes || config_.clock == Clock::mbp10;
-  const bool bars = config_.clock == Clock::ohlcv;
+  const bool bars = config_.clock == Clock::ohlcv || config_.clock == Clock::bars;
   const std::int64_t i = s.rows;
   const double mid = (s.bid + s.ask) / 2;
   const double px = quotes ? mid : bars ? e.v[3] : e.v[0];
@@ -279,7 +323,7 @@ void Engine::compute_row(const Event& e, SymbolState& s, double* row) {
     const auto& prev = i > 0 ? s.row_cum[slot(i - 1, row_ring_)] : zero;
     for (std::size_t q = 0; q < 4; ++q) own[q] = s.cum[q] - prev[q];
   } else {
-    own = quantities(e);
+    own = own_given != nullptr ? *own_given : quantities(e);
     for (std::size_t q = 0; q < 4; ++q) {
       if (std::isnan(own[q])) now[q] = kNaN;
     }
@@ -406,6 +450,8 @@ Verdict Engine::push(const Event& e, double* row) {
     return Verdict::unknown_symbol;
   }
   SymbolState& s = states_[e.symbol];
+  const bool bars = config_.clock == Clock::bars;
+  bool closed = false;  // the bars clock: the event closed the open bar
   if (config_.session_ns > 0 && e.ts >= s.last_ts) {
     // A new session starts from nothing, as ingest computes each session on its own.
     const std::int64_t open =
@@ -413,13 +459,22 @@ Verdict Engine::push(const Event& e, double* row) {
     std::int64_t session = open / config_.session_ns;
     if (open % config_.session_ns < 0) --session;
     if (session > s.session) {
+      if (bars && s.bar_open != kNoBar) {
+        close_bar(s, row);  // the previous session's last bar
+        closed = true;
+      }
       if (s.session != std::numeric_limits<std::int64_t>::min()) s = fresh();
       s.session = session;
     }
   }
-  const Verdict verdict = check(e, s);
+  Verdict verdict = check(e, s);
+  if (bars && verdict == Verdict::row) verdict = Verdict::joined;  // trades make bars
   ++counts_[static_cast<std::size_t>(verdict)];
-  if (verdict != Verdict::row && verdict != Verdict::joined) return verdict;
+  if (verdict != Verdict::row && verdict != Verdict::joined) return closed ? Verdict::row : verdict;
+  if (bars && !closed && s.bar_open != kNoBar && e.ts >= s.bar_open + config_.bar_ns) {
+    close_bar(s, row);  // before the event: quotes join the bar as of strictly before its close
+    closed = true;
+  }
   if (e.kind == EventKind::quote) {
     s.bid = e.v[0];
     s.ask = e.v[1];
@@ -430,21 +485,74 @@ Verdict Engine::push(const Event& e, double* row) {
     s.ask = e.levels[kDepth];
     s.bid_sz = e.levels[2 * kDepth];
     s.ask_sz = e.levels[3 * kDepth];
+  } else if (bars) {
+    const std::int64_t open = floor_to(e.ts, config_.bar_ns);
+    if (s.bar_open == kNoBar) {
+      s.bar_open = open;
+      s.bar_first = s.bar_high = s.bar_low = e.v[0];
+    }
+    s.bar_high = std::fmax(s.bar_high, e.v[0]);
+    s.bar_low = std::fmin(s.bar_low, e.v[0]);
+    s.bar_last = e.v[0];
+    s.bar_size.push_back(e.v[1]);
+    s.bar_dollar.push_back(e.v[0] * e.v[1]);
+    s.bar_signed.push_back(e.v[2] * e.v[1]);
   } else {
     take_quantities(quantities(e), e.ts, s);
   }
-  if (verdict == Verdict::row) compute_row(e, s, row);
-  return verdict;
+  if (verdict == Verdict::row) {
+    compute_row(e, s, row);
+    row_ts_ = e.ts;
+  }
+  return closed ? Verdict::row : verdict;
+}
+
+void Engine::close_bar(SymbolState& s, double* row) {
+  const double count = static_cast<double>(s.bar_size.size());
+  const double volume = reduceat_sum(s.bar_size);
+  const double dollar = reduceat_sum(s.bar_dollar);
+  const std::array<double, 4> own{volume, dollar, count, reduceat_sum(s.bar_signed)};
+  Event bar{};
+  bar.ts = s.bar_open + config_.bar_ns;
+  bar.kind = EventKind::bar;
+  const double vwap = volume > 0.0 ? dollar / volume : kNaN;
+  const double values[kValues] = {
+      s.bar_first, s.bar_high, s.bar_low, s.bar_last,
+      volume,      count,      vwap,      static_cast<double>(config_.bar_ns)};
+  std::copy(values, values + kValues, bar.v);
+  take_quantities(own, bar.ts, s);
+  compute_row(bar, s, row, &own);
+  row_ts_ = bar.ts;
+  ++counts_[static_cast<std::size_t>(Verdict::row)];
+  s.bar_open = kNoBar;
+  s.bar_size.clear();
+  s.bar_dollar.clear();
+  s.bar_signed.clear();
+}
+
+std::size_t Engine::flush(double* rows, std::uint32_t* row_symbol, std::int64_t* row_ts) {
+  if (config_.clock != Clock::bars) return 0;
+  std::size_t m = 0;
+  for (std::size_t k = 0; k < states_.size(); ++k) {
+    if (states_[k].bar_open == kNoBar) continue;
+    close_bar(states_[k], rows + m * features());
+    row_symbol[m] = static_cast<std::uint32_t>(k);
+    row_ts[m++] = row_ts_;
+  }
+  return m;
 }
 
 std::size_t Engine::push_batch(const Event* events, std::size_t n, double* rows,
-                               std::int64_t* row_event, Verdict* verdicts) {
+                               std::int64_t* row_event, std::int64_t* row_ts, Verdict* verdicts) {
   const std::size_t f = features();
   std::size_t m = 0;
   for (std::size_t k = 0; k < n; ++k) {
     const Verdict v = push(events[k], rows + m * f);
     verdicts[k] = v;
-    if (v == Verdict::row) row_event[m++] = static_cast<std::int64_t>(k);
+    if (v == Verdict::row) {
+      row_ts[m] = row_ts_;
+      row_event[m++] = static_cast<std::int64_t>(k);
+    }
   }
   return m;
 }
@@ -483,7 +591,9 @@ void Engine::save(std::uint32_t symbol, std::vector<std::int64_t>& ints,
           static_cast<std::int64_t>(s.at_last_ts[0].size()),
           static_cast<std::int64_t>(s.at_last_ts[1].size()),
           static_cast<std::int64_t>(s.at_last_ts[2].size()),
-          static_cast<std::int64_t>(s.at_last_ts[3].size())};
+          static_cast<std::int64_t>(s.at_last_ts[3].size()),
+          s.bar_open,
+          static_cast<std::int64_t>(s.bar_size.size())};
   for (std::size_t p : s.passed) ints.push_back(static_cast<std::int64_t>(p - head));
   ints.insert(ints.end(), s.mark_ts.begin() + static_cast<std::ptrdiff_t>(head), s.mark_ts.end());
   doubles = {s.bid, s.ask, s.bid_sz, s.ask_sz, s.last_signed, s.prev_mid};
@@ -498,6 +608,10 @@ void Engine::save(std::uint32_t symbol, std::vector<std::int64_t>& ints,
   put(s.base.begin(), s.base.end());
   for (const auto& seen : s.at_last_ts) put(seen.begin(), seen.end());
   doubles.insert(doubles.end(), s.history.begin(), s.history.end());
+  for (double v : {s.bar_first, s.bar_high, s.bar_low, s.bar_last}) doubles.push_back(v);
+  for (const auto* part : {&s.bar_size, &s.bar_dollar, &s.bar_signed}) {
+    doubles.insert(doubles.end(), part->begin(), part->end());
+  }
 }
 
 void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_ints,
@@ -508,18 +622,19 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
     throw ArgumentError("live state of symbol " + std::to_string(symbol) + ": " + what +
                         " (a state saved by an engine of another spec?)");
   };
-  // session, last_ts, rows, trades, marks, events at last_ts per kind
-  constexpr std::size_t head = 9;
+  // session, last_ts, rows, trades, marks, events at last_ts per kind, open bar and its trades
+  constexpr std::size_t head = 11;
   if (n_ints < head + k) fail("too few int64 words");
   const auto marks = static_cast<std::size_t>(ints[4]);
   std::size_t at[4];
   for (std::size_t kind = 0; kind < 4; ++kind) at[kind] = static_cast<std::size_t>(ints[5 + kind]);
+  const auto bar_trades = static_cast<std::size_t>(ints[10]);
   if (n_ints != head + k + marks) {
     fail("expected " + std::to_string(head + k + marks) + " int64 words");
   }
   const std::size_t expected = 10 + px_ring_ + square_ring_ + 4 * (row_ring_ + marks + k) +
                                (kValues + 1) * (at[0] + at[1] + at[2] + at[3]) +
-                               config_.history * features();
+                               config_.history * features() + 4 + 3 * bar_trades;
   if (n_doubles != expected) fail("expected " + std::to_string(expected) + " float64 words");
   SymbolState s = fresh();
   s.session = ints[0];
@@ -555,6 +670,12 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
     }
   }
   for (float& v : s.history) v = static_cast<float>(*d++);
+  s.bar_open = ints[9];
+  for (double* v : {&s.bar_first, &s.bar_high, &s.bar_low, &s.bar_last}) *v = *d++;
+  for (auto* part : {&s.bar_size, &s.bar_dollar, &s.bar_signed}) {
+    part->assign(d, d + bar_trades);
+    d += bar_trades;
+  }
   states_[symbol] = std::move(s);
 }
 

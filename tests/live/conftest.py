@@ -41,12 +41,19 @@ FEATURES = {
     "trades": ("price", *BOOK, *COMMON),
     "ohlcv": BARS,
     "mbp10": DEPTH,
+    "bars": (*BARS, "signed_volume", "signed_volume_3", "signed_volume_2m", *BOOK),
 }
 """Every feature kind the live engine computes, per clock, with several parameters."""
 
 
-def live_spec(clock: str) -> FeatureSpec:
-    return FeatureSpec(FEATURES[clock], version=2, clock=clock)  # type: ignore[arg-type]
+def live_spec(clock: str, bar: str = "1s") -> FeatureSpec:
+    spec = FeatureSpec(
+        FEATURES[clock],
+        version=2,
+        clock=clock,  # type: ignore[arg-type]
+        bar=bar if clock == "bars" else None,
+    )
+    return spec
 
 
 @functools.cache

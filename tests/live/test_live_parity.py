@@ -119,3 +119,20 @@ def test_replay_of_mbp10_events_equals_stored_rows(monkeypatch: pytest.MonkeyPat
     assert_bits_equal(rows.values[order], ref.features.values, spec.features)
     assert_bits_equal(rows.values64[order], ref64, spec.features)
     assert engine.counts()["row"] == ref.features.ts.size
+
+
+@pytest.mark.parametrize(
+    ("bar", "trades"), [("1s", 800), ("100ms", 800), ("1m", 800), ("1h", 3000), ("6h", 3000)]
+)
+def test_time_bars_built_live_equal_stored_rows(
+    bar: str, trades: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bars of one trade to hundreds (numpy's pairwise sums, blocks and halves)."""
+    events = market(quotes=3000 if trades == 800 else 200, trades=trades)
+    spec = live_spec("bars", bar)
+    ref, ref64 = batch_reference(events, spec, monkeypatch)
+    rows = LiveEngine(spec).replay(events)
+    order = by_symbol(rows, ref.symbols)
+    np.testing.assert_array_equal(rows.ts[order], ref.features.ts)
+    assert_bits_equal(rows.values[order], ref.features.values, spec.features)
+    assert_bits_equal(rows.values64[order], ref64, spec.features)

@@ -112,7 +112,14 @@ class LiveEngine:
         self._scale = None if stats is None else _scale(stats, spec.features)
         plan = plan_of(spec)
         self._native = _native.LiveEngine(
-            plan.clock, plan.ops, plan.windows, plan.sizes, self.history, self.session_ns, 0
+            plan.clock,
+            plan.ops,
+            plan.windows,
+            plan.sizes,
+            self.history,
+            self.session_ns,
+            plan.bar_ns,
+            0,
         )
         self._symbols: dict[str, int] = {}
         for name in symbols:
@@ -161,6 +168,7 @@ class LiveEngine:
         n = len(batch)
         rows = np.empty((n, len(self.spec.features)), dtype=np.float64)
         event = np.empty(n, dtype=np.int64)
+        row_ts = np.empty(n, dtype=np.int64)
         verdicts = np.empty(n, dtype=np.uint8)
         symbol = ids[batch.symbol] if ids.size else batch.symbol
         m = self._native.push_batch(
@@ -171,6 +179,7 @@ class LiveEngine:
             np.ascontiguousarray(batch.key, dtype=np.uint64),
             rows,
             event,
+            row_ts,
             verdicts,
             batch.levels,
         )
@@ -178,7 +187,22 @@ class LiveEngine:
         with np.errstate(over="ignore"):
             values = rows[:m].astype(np.float32)
         names = np.asarray(batch.symbols, dtype=object)[batch.symbol[event]]
-        return LiveRows(tuple(names), batch.ts[event], values, rows[:m], event, verdicts)
+        return LiveRows(tuple(names), row_ts[:m], values, rows[:m], event, verdicts)
+
+    def flush(self) -> LiveRows:
+        """The bars clock: close every open bar, as the end of a session's data does in
+        ingest (a bar's row otherwise comes with the first event at or after its close).
+        Rows by symbol number; ``event`` is -1. Other clocks: no rows."""
+        n = len(self._symbols)
+        rows = np.empty((n, len(self.spec.features)), dtype=np.float64)
+        symbol = np.empty(n, dtype=np.uint32)
+        ts = np.empty(n, dtype=np.int64)
+        m = self._native.flush(rows, symbol, ts)
+        names = tuple(self.symbols[k] for k in symbol[:m].tolist())
+        with np.errstate(over="ignore"):
+            values = rows[:m].astype(np.float32)
+        empty = np.empty(0, dtype=np.uint8)
+        return LiveRows(names, ts[:m], values, rows[:m], np.full(m, -1, np.int64), empty)
 
     def push_timed(self, batch: EventBatch) -> npt.NDArray[np.int64]:
         """Take a batch as :meth:`push_batch` does, but event by event through the C++
@@ -198,10 +222,22 @@ class LiveEngine:
         )
         return ns
 
-    def replay(self, events: Mapping[EventKind, pa.Table]) -> LiveRows:
-        """Replay canonical quote, trade or ohlcv tables (a stored session's, or a reader's)
-        in the order of :func:`~ticktensor.live.batch_of_tables`."""
-        return self.push_batch(batch_of_tables(events, self.spec.clock))
+    def replay(self, events: Mapping[EventKind, pa.Table], *, flush: bool = True) -> LiveRows:
+        """Replay canonical event tables (a stored session's, or a reader's) in the order
+        of :func:`~ticktensor.live.batch_of_tables`; with ``flush``, the data ends there
+        (the bars clock closes its open bars, see :meth:`flush`)."""
+        rows = self.push_batch(batch_of_tables(events, self.spec.clock))
+        if not flush or self.spec.clock != "bars":
+            return rows
+        last = self.flush()
+        return LiveRows(
+            rows.symbol + last.symbol,
+            np.concatenate([rows.ts, last.ts]),
+            np.concatenate([rows.values, last.values]),
+            np.concatenate([rows.values64, last.values64]),
+            np.concatenate([rows.event, last.event]),
+            rows.verdicts,
+        )
 
     def counts(self) -> dict[str, int]:
         """How many events got each verdict so far, by verdict name (lower case)."""

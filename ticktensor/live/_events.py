@@ -76,6 +76,7 @@ _CLOCK_KINDS = {
     "trades": (EventKind.TRADES, EventKind.QUOTES),
     "ohlcv": (EventKind.OHLCV, None),
     "mbp10": (EventKind.MBP10, EventKind.TRADES),
+    "bars": (EventKind.TRADES, EventKind.QUOTES),
 }
 # Columns the features do not read but the duplicate rule compares ("every column").
 _OTHER = {

@@ -13,7 +13,7 @@ from ticktensor.schemas import FeatureSpec
 
 __all__ = ["CLOCKS", "Plan", "plan_of"]
 
-CLOCKS: tuple[str, ...] = ("quotes", "trades", "ohlcv", "mbp10")
+CLOCKS: tuple[str, ...] = ("quotes", "trades", "ohlcv", "mbp10", "bars")
 """The clocks the live engine runs, by their native number."""
 
 # The native core's Op enum (native/include/ticktensor/live_features.hpp), in its order.
@@ -34,9 +34,11 @@ _WINDOW = {"own": 0, "rows": 1, "ns": 2}
 
 
 class Plan(NamedTuple):
-    """Per feature: op code, window unit (own interval, rows, ns) and size."""
+    """Per feature: op code, window unit (own interval, rows, ns) and size; the clock's
+    number and, for the bars clock, the bar length."""
 
     clock: int
+    bar_ns: int
     ops: npt.NDArray[np.uint8]
     windows: npt.NDArray[np.uint8]
     sizes: npt.NDArray[np.int64]
@@ -55,6 +57,11 @@ def plan_of(spec: FeatureSpec) -> Plan:
     check_spec(spec)
     if spec.clock not in CLOCKS:
         raise ConfigError(f"clock {spec.clock!r} is not computed live yet; live clocks: {CLOCKS}")
+    rule = spec.bar_rule
+    if rule is not None and rule.kind != "time":
+        raise ConfigError(
+            f"bar rule {spec.bar!r}: only time bars are computed live yet, not {rule.kind} bars"
+        )
     ops, windows, sizes = [], [], []
     for name in spec.features:
         base, param = feature_parameter(name, spec.clock)
@@ -78,6 +85,7 @@ def plan_of(spec: FeatureSpec) -> Plan:
         sizes.append(size)
     return Plan(
         CLOCKS.index(spec.clock),
+        0 if rule is None else rule.interval_ns,
         np.asarray(ops, dtype=np.uint8),
         np.asarray(windows, dtype=np.uint8),
         np.asarray(sizes, dtype=np.int64),

@@ -58,7 +58,7 @@ enum class Verdict : std::uint8_t {
 };
 inline constexpr std::size_t kVerdicts = 16;
 
-enum class Clock : std::uint8_t { quotes = 0, trades = 1, ohlcv = 2, mbp10 = 3 };
+enum class Clock : std::uint8_t { quotes = 0, trades = 1, ohlcv = 2, mbp10 = 3, bars = 4 };
 
 // The formula of a feature (docs/features.md); the parameter is in FeatureOp.
 enum class Op : std::uint8_t {
@@ -106,6 +106,7 @@ struct Config {
   std::size_t history;      // float32 rows kept per symbol for windows (0: none)
   std::int64_t session_ns;  // a symbol's state restarts when ts_event / session_ns (floored)
                             // grows: ingest's sessions are UTC days (0: one session)
+  std::int64_t bar_ns;      // the bars clock: trades cut into time bars of this length
 };
 
 // The state of one symbol: everything a row needs from the symbol's past events.
@@ -131,6 +132,11 @@ struct SymbolState {
   // Events at `last_ts`, per kind, for the duplicate rule: values and key.
   std::array<std::vector<std::array<double, kValues + 1>>, 4> at_last_ts;
   std::vector<float> history;  // ring of the last `history` rows, float32
+  // The bars clock's open bar (bar_open INT64_MIN: none): first, highest, lowest and last
+  // price, and its trades' quantities, summed as numpy's add.reduceat when it closes.
+  std::int64_t bar_open;
+  double bar_first, bar_high, bar_low, bar_last;
+  std::vector<double> bar_size, bar_dollar, bar_signed;
 };
 
 class Engine {
@@ -144,14 +150,22 @@ class Engine {
   // A new symbol with no events yet; returns its number.
   std::uint32_t add_symbol();
 
-  // Take one event; on Verdict::row, `row` (features() doubles) holds its feature row.
+  // Take one event; on Verdict::row, `row` (features() doubles) holds a new row, stamped
+  // last_row_ts(). On the bars clock the row is the bar the event closed (an event at or
+  // after its close), and the event's own verdict is counted (a refused event may close a
+  // bar too: a session's next day does).
   Verdict push(const Event& event, double* row);
+  std::int64_t last_row_ts() const noexcept { return row_ts_; }
 
   // Take `n` events in order: rows go to `rows` (n * features() doubles at most, row after
-  // row), the event each row came from to `row_event`, every event's verdict to
-  // `verdicts`. Returns the number of rows.
+  // row), the event each row came from to `row_event` and its time to `row_ts`, every
+  // event's verdict to `verdicts`. Returns the number of rows.
   std::size_t push_batch(const Event* events, std::size_t n, double* rows, std::int64_t* row_event,
-                         Verdict* verdicts);
+                         std::int64_t* row_ts, Verdict* verdicts);
+
+  // The bars clock: close every open bar (the data ended), writing their rows, symbols and
+  // times (symbols() rows at most). Returns the number of rows; 0 on other clocks.
+  std::size_t flush(double* rows, std::uint32_t* row_symbol, std::int64_t* row_ts);
 
   // Counts of verdicts so far, by Verdict value.
   const std::array<std::uint64_t, kVerdicts>& counts() const noexcept { return counts_; }
@@ -173,7 +187,9 @@ class Engine {
   static Verdict check_book(const Event& e);
   void take_quantities(const std::array<double, 4>& x, std::int64_t ts, SymbolState& s);
   std::array<double, 4> quantities(const Event& e) const;
-  void compute_row(const Event& e, SymbolState& s, double* row);
+  void compute_row(const Event& e, SymbolState& s, double* row,
+                   const std::array<double, 4>* own_given = nullptr);
+  void close_bar(SymbolState& s, double* row);
   void pass_marks(SymbolState& s, std::int64_t ts);
   std::array<double, 4> window_sum(const SymbolState& s, const FeatureOp& f, std::size_t slot,
                                    const std::array<double, 4>& own) const;
@@ -189,6 +205,7 @@ class Engine {
   std::vector<std::int64_t> durations_;     // distinct time windows
   std::vector<std::size_t> duration_slot_;  // per feature: its time window's slot
   std::int64_t longest_ = 0;
+  std::int64_t row_ts_ = 0;
 };
 
 // Push `n` events one by one through Engine::push, writing each push's wall time in ns
