@@ -15,6 +15,7 @@ from ticktensor.ingest._feature_engine import SymbolFeatures
 from ticktensor.ingest._feature_rows import CLOCK_INPUTS
 from ticktensor.ingest._handoff import Handoff
 from ticktensor.ingest._merge import StagedSession
+from ticktensor.ingest._partition import Partition
 from ticktensor.ingest._session_blocks import (
     BlockSummary,
     TakenFeatures,
@@ -25,11 +26,13 @@ from ticktensor.ingest._session_blocks import (
     take_rows,
 )
 from ticktensor.ingest._session_stats import StatsPartial
-from ticktensor.ingest._staging import Staging
+from ticktensor.ingest._staging import Staging, repeated
 from ticktensor.ingest._stored import (
+    STORED_SOURCE,
     Merge,
     StoredFeatures,
     StoredSession,
+    carried_rows,
     merge_events,
     merge_features,
 )
@@ -82,6 +85,8 @@ class AssembleTask:
     threads: int = 1
     #: About how many rows of the session to merge and compute at once.
     block_rows: int = BLOCK_ROWS
+    #: The store's partition: ``session`` is a day, a month or a year.
+    partition: Partition = "day"
 
 
 @dataclass
@@ -132,8 +137,13 @@ def assemble(task: AssembleTask) -> AssembleResult:
     base = store.version(task.base_version)
     stored = task.stored or StoredSession(task.session)
     out = AssembleResult(task.session)
-    session = StagedSession(task.staging, task.parts, task.block_rows)
     kinds = sorted(task.parts)
+    # A stored partition of many days: the stored rows of the job's symbols on the days
+    # the job has none of them are carried in, so each symbol's series is whole.
+    partial = task.partition != "day" and task.stored is not None
+    held_rows = {k: stored.events(base, k) for k in kinds} if partial else {}
+    parts, carried = _carry(task, held_rows) if partial else (task.parts, 0)
+    session = StagedSession(task.staging, parts, task.block_rows)
     market = [k for k in kinds if k not in REFERENCE_KINDS]
     spec = task.spec if market else None
     blocks = len(session.blocks)
@@ -145,7 +155,10 @@ def assemble(task: AssembleTask) -> AssembleResult:
         _pool(task.threads + len(kinds) + 1, "ticktensor-tables") as writer,
         ExitStack() as stop,  # exits first: a taker waiting for a block that never comes
     ):  # fmt: skip
-        held = {k: _run(pool, stored.events, version=base, kind=k) for k in kinds}
+        held = {
+            k: _done(held_rows[k]) if partial else _run(pool, stored.events, version=base, kind=k)
+            for k in kinds
+        }
         held_features = _run(pool, stored.features, version=base) if spec else _done(None)
         # A block hands its rows over before it computes their features: the tables
         # take them (on ``writer``) while the block computes. A handoff holds a few
@@ -210,12 +223,13 @@ def assemble(task: AssembleTask) -> AssembleResult:
             stored_rows: Counter[str] = Counter()
             for m in of_kind:
                 stored_rows.update(m.stored)
+            stored_rows.pop(STORED_SOURCE, None)  # carried rows: the store's, not the job's
             out.stored.update(stored_rows)
-            out.events += sum(m.rows for m in of_kind)
+            out.events += sum(stored_rows.values())
             files[kind] = [task.sources[u] for u in sorted(stored_rows)]
             kind_rows = taken[kind].result()
             events[kind] = kind_rows.encoder or merge_events(
-                pa.concat_tables(kind_rows.tables), held[kind].result()
+                pa.concat_tables(kind_rows.tables), held[kind].result(), partial=partial
             )
         if duplicates:
             out.duplicates = pa.concat_tables(duplicates)
@@ -230,7 +244,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
         written: list[Future[TableRecord]] = []
         early = not out.conflicts and held_features.result() is None
         if early:
-            written = _write_tables(writer, task, store, stored, events, files, out)
+            written = _write_tables(writer, task, store, stored, events, files, out, carried)
         features = None
         computed = pack.result() if pack is not None else None
         if spec is not None and computed is not None:
@@ -238,21 +252,47 @@ def assemble(task: AssembleTask) -> AssembleResult:
             job = joined_features(computed.parts, rows) if computed.pack is None else None
             if job is not None:
                 names = (spec.features, spec.label_names)
-                features = merge_features(job, names, held_features.result())
+                features = merge_features(job, names, held_features.result(), partial=partial)
         out.conflicts += [("features", s) for s in (features.conflicts if features else ())]
         if out.conflicts and not task.replace:
             return out  # the job refuses the session: nothing of it is written
         if not early:
-            written = _write_tables(writer, task, store, stored, events, files, out)
+            written = _write_tables(writer, task, store, stored, events, files, out, carried)
         sources = [task.sources[u] for u in sorted(out.stored)]
         if computed is not None and computed.pack is not None and computed.pack.rows:
             out.pack = computed.pack.finish(_provenance(sources, ()))
             out.series = len(computed.pack.symbols)
             out.stats = computed.stats
         elif features is not None and spec is not None:
-            _pack(task, spec, store, stored, features, sources, out)
+            _pack(task, spec, store, stored, features, sources, out, carried)
         out.tables = [w.result() for w in written]
     return out
+
+
+def _carry(
+    task: AssembleTask, held: dict[EventKind, pa.Table | None]
+) -> tuple[dict[EventKind, list[str]], int]:
+    """The task's parts and, per kind, a part of the stored rows it carries in (see
+    :func:`~ticktensor.ingest._stored.carried_rows`); and how many rows they are."""
+    parts, carried = dict(task.parts), 0
+    for kind, rels in task.parts.items():
+        stored = held.get(kind)
+        if stored is None or stored.num_rows == 0:
+            continue
+        rows = carried_rows([task.staging.read([rel]) for rel in rels], stored)
+        if rows.num_rows == 0:
+            continue
+        symbol = rows.schema.get_field_index("symbol")
+        rows = rows.set_column(
+            symbol, "symbol", rows.column(symbol).dictionary_encode().combine_chunks()
+        )
+        rows = rows.append_column("_row", pa.array(range(rows.num_rows), pa.int64()))
+        rows = rows.append_column("_source", repeated(STORED_SOURCE, rows.num_rows))
+        # Tagged after every input file's parts: ties in time keep the input's order.
+        rel = task.staging.write_part(kind, task.session, "~stored", rows)
+        parts[kind] = [*rels, rel]
+        carried += rows.num_rows
+    return parts, carried
 
 
 def _take_rows(
@@ -284,6 +324,7 @@ def _write_tables(
     events: dict[EventKind, Merge[pa.Table] | TableEncoder],
     files: dict[EventKind, list[SourceFile]],
     out: AssembleResult,
+    carried: int,
 ) -> list[Future[TableRecord]]:
     """Each kind's table of the session on ``pool``: the one encoded as the blocks came
     when the job's rows are the table, else the job's rows merged with the stored ones
@@ -303,7 +344,8 @@ def _write_tables(
         elif rows.unchanged and published is not None and not removed:
             written.append(_done(published))
         else:
-            sources = _provenance(files[kind], stored.sources(kind) if rows.kept else ())
+            kept = rows.kept or carried
+            sources = _provenance(files[kind], stored.sources(kind) if kept else ())
             written.append(_run(pool, store.write_table, **where, table=rows.rows, sources=sources))
     return written
 
@@ -316,6 +358,7 @@ def _pack(
     features: Merge[PackData],
     sources: list[SourceFile],
     out: AssembleResult,
+    carried: int,
 ) -> None:
     """The session's pack (the published one when nothing of it changes) and its stats."""
     rows = features.rows
@@ -325,9 +368,9 @@ def _pack(
         out.pack = published
     else:
         kept: tuple[SourceFile, ...] = ()
-        if features.kept and published is not None:
+        if (features.kept or carried) and published is not None:
             kept = published.sources
-        elif features.kept:
+        elif features.kept or carried:
             kept = tuple(f for s in stored.segments for f in s.sources)
         out.pack = store.write_pack(
             session=task.session,

@@ -63,6 +63,9 @@ class FileResult:
     parts: list[tuple[str, EventKind, str]] = field(default_factory=list)
     quarantine: str | None = None
     inference: dict[str, Any] | None = None
+    #: ``(session, rows, symbols)`` of each staged piece: its UTC day, rows and (an upper
+    #: bound of) its symbols; what the job's partition is chosen from.
+    days: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def convert_file(task: ConvertTask) -> FileResult:
@@ -116,7 +119,9 @@ def convert_file(task: ConvertTask) -> FileResult:
                 quarantined.append(q)
                 for rule in q.column("rule").to_pylist():
                     result.rules[rule] = result.rules.get(rule, 0) + 1
-            result.parts += _write_parts(task, batch.kind, kept, f"{task.tag}-{i:05d}")
+            result.parts += _write_parts(
+                task, batch.kind, kept, f"{task.tag}-{i:05d}", result.days
+            )
     if quarantined:
         table = pa.concat_tables(quarantined)
         result.quarantine = task.staging.write_quarantine(task.tag, table)
@@ -126,10 +131,15 @@ def convert_file(task: ConvertTask) -> FileResult:
 
 
 def _write_parts(
-    task: ConvertTask, kind: EventKind, table: pa.Table, tag: str
+    task: ConvertTask,
+    kind: EventKind,
+    table: pa.Table,
+    tag: str,
+    days: list[tuple[str, int, int]],
 ) -> list[tuple[str, EventKind, str]]:
     """Split by UTC day and stage each piece, its rows in file order, its symbols as a
-    dictionary (assemble orders a session's rows by symbol, every part at once)."""
+    dictionary (assemble orders a session's rows by symbol, every part at once); each
+    piece's day, rows and symbols (the batch's, an upper bound) go to ``days``."""
     if table.num_rows == 0:
         return []
     empty = [
@@ -140,9 +150,11 @@ def _write_parts(
     table = _symbols_encoded(table.drop_columns(empty))
     # The same file on every row, as a dictionary of one string: no per-row copy.
     table = table.append_column("_source", repeated(task.source.url, table.num_rows))
+    symbols = max((len(c.dictionary) for c in table.column("symbol").chunks), default=0)
     out = []
     for day, piece in _by_day(table):
         session = session_of(day)
+        days.append((session, piece.num_rows, min(symbols, piece.num_rows)))
         out.append((session, kind, task.staging.write_part(kind, session, tag, piece)))
     return out
 

@@ -19,6 +19,13 @@ from ticktensor.errors import ConfigError, TickTensorError, VersionConflictError
 from ticktensor.ingest._assemble import BLOCK_ROWS, AssembleResult, AssembleTask, assemble
 from ticktensor.ingest._convert import ConvertTask, FileResult, convert_file
 from ticktensor.ingest._engines import make_engine
+from ticktensor.ingest._partition import (
+    Partition,
+    PartitionChoice,
+    check_choice,
+    choose_partition,
+    partition_label,
+)
 from ticktensor.ingest._quarantine import QUARANTINE_SCHEMA, first_messages
 from ticktensor.ingest._session_stats import StatsPartial
 from ticktensor.ingest._sources import Input, expand_inputs
@@ -77,6 +84,11 @@ class IngestOptions:
         ``[start, end)`` in ns UTC over which the normalization statistics are computed
         (the training period); replaces the feature spec's ``stats_period``, and is kept
         with the spec in the store, so later ingests use it too.
+    partition
+        The period a pack holds: ``day`` (a UTC day, the session of intraday data),
+        ``month`` or ``year``; ``auto`` picks from the data's rows per symbol per day
+        (see :mod:`ticktensor.ingest._partition`). A store's first ingest records its
+        partition and later ones reuse it; asking for another is a ``ConfigError``.
     replace
         Let the job's rows of a symbol in a session supersede other rows the store holds
         of it (of a kind, or features), and a session an older ticktensor stored as one
@@ -95,8 +107,10 @@ class IngestOptions:
     stats_period: tuple[int, int] | None = None
     replace: bool = False
     message: str = ""
+    partition: PartitionChoice = "auto"
 
     def __post_init__(self) -> None:
+        check_choice(self.partition)
         if self.workers < 1:
             raise ConfigError(f"workers must be >= 1, got {self.workers}")
         if self.ts_range is not None and not self.ts_range[0] < self.ts_range[1]:
@@ -132,8 +146,9 @@ class FileReport:
 class IngestResult:
     """The whole job: per-file reports, the version published, and timings.
 
-    ``packs`` is the number of sessions with feature rows (one pack each, new or
-    already stored), ``series`` the number of (symbol, session) pairs in them.
+    ``packs`` is the number of partitions with feature rows (one pack each, new or
+    already stored), ``series`` the number of (symbol, partition) pairs in them;
+    ``partition`` is the store's partition (day, month or year).
     """
 
     files: list[FileReport]
@@ -143,6 +158,7 @@ class IngestResult:
     series: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    partition: Partition = "day"
 
     @property
     def rows_read(self) -> int:
@@ -266,13 +282,16 @@ def ingest(
     try:
         with make_engine(kind, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)
+            partition = _partition(store.version(base), options, files)
             if not options.replace:
-                _check_unpacked(store.version(base), files)
+                _check_unpacked(store.version(base), files, partition)
             spec = _spec(store, options, files)
             results = _phase_assemble(
-                engine, workers, files, staging, store, base, spec, options, progress
+                engine, workers, files, staging, store, base, spec, options, partition, progress
             )
-        version, published, examples = _publish(store, base, files, results, spec, staging, options)
+        version, published, examples = _publish(
+            store, base, files, results, spec, staging, options, partition
+        )
     finally:
         staging.remove()
     dups: Counter[str] = Counter()
@@ -317,6 +336,7 @@ def ingest(
         seconds=time.perf_counter() - t0,
         notes=[n for r in sorted(results, key=lambda r: r.session) for n in r.notes]
         + _stats_notes(version, spec),
+        partition=partition,
     )
 
 
@@ -436,13 +456,27 @@ def _base_spec(store: Store, options: IngestOptions, files: list[FileResult]) ->
         return None  # e.g. MBO only: events are stored, features need a spec (--features)
 
 
-def _check_unpacked(current: StoreVersion, files: list[FileResult]) -> None:
+def _partition(current: StoreVersion, options: IngestOptions, files: list[FileResult]) -> Partition:
+    """The job's partition: the one ``current`` records, else the option's, else chosen
+    from the rows per symbol of the job's days.
+
+    A store with sessions and no recorded partition was written before partitions were
+    recorded: its sessions are days.
+    """
+    recorded = current.manifest.attributes.get("partition")
+    if recorded is None and (current.packs or current.segments):
+        recorded = "day"
+    days = [d for f in files for d in f.days]
+    return choose_partition(options.partition, days, stored=recorded)
+
+
+def _check_unpacked(current: StoreVersion, files: list[FileResult], partition: Partition) -> None:
     """Refuse, before any work, sessions an older ticktensor stored as per-symbol segments.
 
     A job writes a session as one pack; committing it for a session that has segments
     would conflict at the end of the job, after all the work.
     """
-    sessions = {session for f in files for session, _, _ in f.parts}
+    sessions = {partition_label(session, partition) for f in files for session, _, _ in f.parts}
     old = sorted({s.session for s in current.segments} & sessions)
     if not old:
         return
@@ -495,10 +529,14 @@ def _phase_assemble(
     base: int,
     spec: FeatureSpec | None,
     options: IngestOptions,
+    partition: Partition,
     progress: bool,
 ) -> list[AssembleResult]:
     provenance = {f.file: SourceFile(path=f.file, sha256=f.sha256, bytes=f.bytes) for f in files}
-    groups = group_parts([p for f in files for p in f.parts])
+    # A partition is a coarser session: its parts are those of its days.
+    groups = group_parts(
+        [(partition_label(day, partition), kind, rel) for f in files for day, kind, rel in f.parts]
+    )
     stored = StoredSession.of(store.version(base), groups)
     # Fewer sessions than workers: each session's task keeps the spare ones busy too.
     threads = max(1, workers // max(1, min(workers, len(groups))))
@@ -517,6 +555,7 @@ def _phase_assemble(
             options.strict,
             threads,
             BLOCK_ROWS,
+            partition,
         )
         for session, parts in groups.items()
     ]
@@ -545,6 +584,7 @@ def _publish(
     spec: FeatureSpec | None,
     staging: Staging,
     options: IngestOptions,
+    partition: Partition,
 ) -> tuple[StoreVersion, bool, dict[str, dict[str, str]]]:
     """Commit the job's packs and tables; also the first quarantine message of each
     rule, per input file."""
@@ -588,7 +628,10 @@ def _publish(
         packs=packs,
         tables=tables,
         stats=stats,
-        attributes={} if spec is None else {"feature_spec": spec.to_dict()},
+        attributes={
+            "partition": partition,
+            **({} if spec is None else {"feature_spec": spec.to_dict()}),
+        },
         message=options.message or f"ingest {len(files)} file(s)",
         base_version=base,
         replace=True,

@@ -5,6 +5,14 @@ rows of some symbols only takes the place of those symbols' rows and keeps the s
 rows of every other symbol. Stored rows come from the version the job builds on: its
 all-symbol tables and pack, or the per-symbol tables and segments an older ticktensor
 wrote.
+
+A session may be a partition of many days (a month, a year: see
+:mod:`ticktensor.ingest._partition`). A job with some days of it takes the place of its
+symbols' stored rows of those days only: the stored rows of its symbols on other days
+are carried into the job (:func:`carried_rows`), as rows of the input
+:data:`STORED_SOURCE`, so that each symbol's features are computed over the whole
+partition, one continuous series; a symbol's rows conflict only where the job and the
+store both hold rows of it on a day (``partial`` merges).
 """
 
 from __future__ import annotations
@@ -31,7 +39,20 @@ from ticktensor.store import (
     TableRecord,
 )
 
-__all__ = ["Merge", "StoredFeatures", "StoredSession", "merge_events", "merge_features"]
+__all__ = [
+    "STORED_SOURCE",
+    "Merge",
+    "StoredFeatures",
+    "StoredSession",
+    "carried_rows",
+    "merge_events",
+    "merge_features",
+]
+
+#: The input file named by stored rows carried into a job (never one of its inputs).
+STORED_SOURCE = "<stored>"
+
+DAY_NS = 86_400 * 1_000_000_000
 
 R = TypeVar("R")
 
@@ -167,18 +188,67 @@ class Merge(Generic[R]):
     """The rows are the stored rows, symbol for symbol."""
 
 
-def merge_events(job: pa.Table, stored: pa.Table | None) -> Merge[pa.Table]:
-    """``job``'s rows (canonical, sorted by symbol) over the ``stored`` rows of its kind."""
+def carried_rows(job: list[pa.Table], stored: pa.Table) -> pa.Table:
+    """The ``stored`` rows of a partition's kind that the job keeps beside its own: those
+    of the job's symbols (of ``job``, its staged parts of the kind) on days the job has no
+    rows of the symbol. Vectorized: a (symbol, day) key per row, one membership test."""
+    keys = [_day_keys(t.column("symbol"), t.column("ts_event")) for t in job]
+    job_keys = pa.chunked_array([k for ks in keys for k in ks.chunks], pa.string())
+    symbols = pa.chunked_array(
+        [c.cast(pa.string()) for t in job for c in t.column("symbol").chunks], pa.string()
+    )
+    held = stored.column("symbol")
+    mask = pc.and_(
+        pc.is_in(held, value_set=pc.unique(symbols)),
+        pc.invert(
+            pc.is_in(_day_keys(held, stored.column("ts_event")), value_set=pc.unique(job_keys))
+        ),
+    )
+    return stored.filter(mask)
+
+
+def _day_keys(symbols: pa.ChunkedArray, ts: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``symbol|day`` of each row (day: UTC days since the epoch)."""
+    days = pc.divide(ts.cast(pa.int64()), pa.scalar(DAY_NS, pa.int64())).cast(pa.string())
+    return pc.binary_join_element_wise(symbols.cast(pa.string()), days, "|")
+
+
+def _common_days(ts_a: npt.NDArray[np.int64], ts_b: npt.NDArray[np.int64]) -> tuple[
+    npt.NDArray[np.bool_], npt.NDArray[np.bool_]
+]:
+    """Which rows of each side fall on a UTC day both sides have rows on."""
+    day_a, day_b = ts_a // DAY_NS, ts_b // DAY_NS
+    common = np.intersect1d(day_a, day_b)
+    return np.isin(day_a, common), np.isin(day_b, common)
+
+
+def _ts(table: pa.Table) -> npt.NDArray[np.int64]:
+    return np.asarray(table.column("ts_event").cast(pa.int64()).to_numpy(), dtype=np.int64)
+
+
+def merge_events(
+    job: pa.Table, stored: pa.Table | None, *, partial: bool = False
+) -> Merge[pa.Table]:
+    """``job``'s rows (canonical, sorted by symbol) over the ``stored`` rows of its kind.
+
+    ``partial``: the session is a partition the job has some days of; a symbol's rows
+    conflict only on the days both hold rows of it.
+    """
     if stored is None or stored.num_rows == 0:
         return Merge(job, (), (), stored is not None and job.num_rows == 0)
     if stored.schema != job.schema:
         stored = stored.cast(job.schema)
     (job_symbols, job_offsets), (held_symbols, held_offsets) = _runs(job), _runs(stored)
 
-    def same(i: int, j: int) -> bool:
+    def same(i: int, j: int) -> tuple[bool, bool]:
         a = job.slice(job_offsets[i], job_offsets[i + 1] - job_offsets[i])
         b = stored.slice(held_offsets[j], held_offsets[j + 1] - held_offsets[j])
-        return _same_table(a, b)
+        if _same_table(a, b):
+            return True, False
+        if not partial:
+            return False, True
+        in_a, in_b = _common_days(_ts(a), _ts(b))
+        return False, not _same_table(a.filter(pa.array(in_a)), b.filter(pa.array(in_b)))
 
     pieces, conflicts, kept, unchanged = _plan(
         job_symbols, job_offsets, held_symbols, held_offsets, same
@@ -189,9 +259,17 @@ def merge_events(job: pa.Table, stored: pa.Table | None) -> Merge[pa.Table]:
 
 
 def merge_features(
-    job: PackData, names: tuple[tuple[str, ...], tuple[str, ...]], stored: StoredFeatures | None
+    job: PackData,
+    names: tuple[tuple[str, ...], tuple[str, ...]],
+    stored: StoredFeatures | None,
+    *,
+    partial: bool = False,
 ) -> Merge[PackData]:
     """``job``'s feature rows (columns ``names``: features, labels) over the ``stored`` ones.
+
+    ``partial``: the session is a partition the job has some days of; a symbol's rows
+    conflict only where both hold rows of it on a day, and labels there may differ (the
+    job's rows after those days give them a future the stored ones lacked).
 
     Stored rows of other feature or label names differ from the job's; keeping such a
     symbol's rows beside the job's is a :class:`SchemaError` (a pack has one set of
@@ -202,14 +280,21 @@ def merge_features(
     held = stored.rows
     same_names = names == (stored.feature_names, stored.label_names)
 
-    def same(i: int, j: int) -> bool:
+    def same(i: int, j: int) -> tuple[bool, bool]:
         a, b = slice(*job.offsets[i : i + 2]), slice(*held.offsets[j : j + 2])
-        return (
+        equal = (
             same_names
             and np.array_equal(job.ts[a], held.ts[b])
             and np.array_equal(job.values[a], held.values[b], equal_nan=True)
             and np.array_equal(_labels(job)[a], _labels(held)[b], equal_nan=True)
         )
+        if equal or not partial or not same_names:
+            return equal, not equal
+        in_a, in_b = _common_days(job.ts[a], held.ts[b])
+        ts_a, ts_b = job.ts[a][in_a], held.ts[b][in_b]
+        values_a, values_b = job.values[a][in_a], held.values[b][in_b]
+        agree = np.array_equal(ts_a, ts_b) and np.array_equal(values_a, values_b, equal_nan=True)
+        return False, not agree
 
     pieces, conflicts, kept, unchanged = _plan(
         job.symbols, job.offsets, held.symbols, held.offsets, same
@@ -255,11 +340,12 @@ def _plan(
     job_offsets: npt.NDArray[np.int64],
     held_symbols: tuple[str, ...] | list[str],
     held_offsets: npt.NDArray[np.int64],
-    same: Callable[[int, int], bool],
+    same: Callable[[int, int], tuple[bool, bool]],
 ) -> tuple[list[tuple[int, int, int]], tuple[str, ...], tuple[str, ...], bool]:
     """The merged rows as ``(source, lo, hi)`` ranges (0: the job's, 1: the store's), in
     symbol order, contiguous ranges joined; the conflicts, the kept symbols, and whether
-    the merged rows are the stored ones."""
+    the merged rows are the stored ones. ``same(i, j)`` says whether the job's rows of a
+    symbol equal the stored ones, and whether they conflict with them."""
     held = {s: j for j, s in enumerate(held_symbols)}
     job = {s: i for i, s in enumerate(job_symbols)}
     pieces: list[tuple[int, int, int]] = []
@@ -269,9 +355,9 @@ def _plan(
         i, j = job.get(symbol), held.get(symbol)
         if i is not None:
             piece = (0, int(job_offsets[i]), int(job_offsets[i + 1]))
-            if j is None or not same(i, j):
-                unchanged = False
-                conflicts += [] if j is None else [symbol]
+            equal, conflicting = (False, False) if j is None else same(i, j)
+            unchanged = unchanged and equal
+            conflicts += [symbol] if conflicting else []
         elif j is not None:
             piece = (1, int(held_offsets[j]), int(held_offsets[j + 1]))
             kept.append(symbol)

@@ -38,6 +38,8 @@ def store_info(store: Store, version: int | None = None) -> dict[str, Any]:
         "default_layout": store.layout.to_dict(),
         "codecs": codecs,
         "symbols": list(v.symbols),
+        # A session is the store's partition: a day, a month (2024-03) or a year (2024).
+        "partition": v.manifest.attributes.get("partition", "day"),
         "sessions": sorted({s.session for s in segs} | {p.session for p in packs}),
         "segments": len(segs),
         "packs": [_pack_info(p) for p in packs],
@@ -109,7 +111,8 @@ def format_info(info: dict[str, Any]) -> str:
         f"codec     {', '.join(info['codecs']) or info['default_layout']['codec']}"
         f"  ({info['default_layout']['chunk_rows']:,} rows per chunk by default)",
         f"symbols   {len(info['symbols'])}: {', '.join(info['symbols'])}",
-        f"sessions  {len(sessions)}" + (f": {sessions[0]} .. {sessions[-1]}" if sessions else ""),
+        f"sessions  {len(sessions)}" + (f": {sessions[0]} .. {sessions[-1]}" if sessions else "")
+        + f"  (partition {info['partition']})",
         f"rows      {info['rows']:,} in {held}, "
         f"{len(info['features'])} features, {len(info['labels'])} labels",
     ]

@@ -83,6 +83,14 @@ def register(sub: Any) -> None:
         action="store_true",
         help="supersede the stored rows of the job's symbols (other symbols of a session are kept)",
     )
+    p.add_argument(
+        "--partition",
+        choices=("auto", "day", "month", "year"),
+        default="auto",
+        help="period of time one pack holds: a UTC day (intraday data), a month or a year "
+        "(few rows per symbol a day, e.g. daily bars); auto: from the data's rows per symbol "
+        "per day. Recorded by a store's first ingest and kept by later ones",
+    )
     p.add_argument("--report", metavar="FILE", help="write per-file results as JSON")
     p.add_argument("--message", default="", help="version message")
     p.add_argument("--batch-rows", type=positive_int, default=1 << 20, help="rows per read batch")
@@ -181,6 +189,7 @@ def options_from_args(args: argparse.Namespace) -> IngestOptions:
         stats_period=args.stats_period,
         replace=args.replace,
         message=args.message,
+        partition=args.partition,
     )
 
 
@@ -211,6 +220,8 @@ def format_result(result: IngestResult) -> str:
     v = result.version
     state = "published" if result.published else "unchanged (identical content already stored)"
     held = f"{len(v.packs)} packs ({sum(p.symbols for p in v.packs):,} symbol-sessions)"
+    if result.partition != "day":
+        held += f", one per {result.partition}"
     if v.segments:  # sessions an older ticktensor stored as one segment per symbol
         held += f" and {len(v.segments)} segments"
     lines.append(
