@@ -12,7 +12,7 @@ from ticktensor.errors import ConfigError
 from ticktensor.live import EventBatch, LiveEngine, batch_of_tables
 from ticktensor.schemas import FeatureSpec
 
-from .conftest import assert_bits_equal, live_spec, market
+from .conftest import assert_bits_equal, bars, books, live_spec, market
 
 
 def _part(batch: EventBatch, lo: int, hi: int) -> EventBatch:
@@ -23,6 +23,7 @@ def _part(batch: EventBatch, lo: int, hi: int) -> EventBatch:
         batch.values[lo:hi],
         batch.key[lo:hi],
         batch.symbols,
+        None if batch.levels is None else batch.levels[lo:hi],
     )
 
 
@@ -85,3 +86,20 @@ def test_warm_up_replays_the_session_from_its_start() -> None:
     restarted.push_batch(_part(batch, 0, cut))  # warm-up: the history, rows thrown away
     tail = restarted.push_batch(_part(batch, cut, len(batch)))
     assert_bits_equal(tail.values, whole.values[whole.event >= cut], spec.features)
+
+
+@pytest.mark.parametrize("clock", ["mbp10", "ohlcv", "bars"])
+def test_mid_session_starts_on_the_other_clocks(clock: str, tmp_path: Path) -> None:
+    """The book levels' clock, given bars and bars being built (an open bar in the state)."""
+    events = {"mbp10": books(), "ohlcv": bars()}.get(clock) or market()
+    spec = live_spec(clock)
+    batch = batch_of_tables(events, clock)
+    whole = LiveEngine(spec, history=8).replay(events)
+    for cut in (len(batch) // 3, len(batch) - 5):
+        first = LiveEngine(spec, history=8)
+        head = first.push_batch(_part(batch, 0, cut))
+        second = _saved_and_loaded(first, tmp_path / "state.npz")
+        tail = second.push_batch(_part(batch, cut, len(batch)))
+        last = second.flush()
+        got = np.concatenate([head.values64, tail.values64, last.values64])
+        assert_bits_equal(got, whole.values64, spec.features)
