@@ -62,11 +62,11 @@ std::uint32_t shift_operator(std::size_t bytes) {
   return result;
 }
 
-#ifdef TT_CRC32C_X86
-
 // Bytes per stream per block: the crc32 instruction has a latency of 3 cycles and a
 // throughput of 1, so three independent streams keep it busy.
 constexpr std::size_t kBlock = 8192;
+
+#ifdef TT_CRC32C_X86
 
 __attribute__((target("sse4.2"))) std::uint32_t stream(const unsigned char* p, std::size_t size,
                                                        std::uint32_t crc) {
@@ -123,8 +123,9 @@ std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc) noex
 }
 
 CheckedRead read_checked(int fd, std::uint64_t offset, void* out, std::size_t size, bool checksum) {
-  // Blocks small enough to stay in the core's cache between the copy and the checksum.
-  constexpr std::size_t kReadBlock = 256 << 10;
+  // Blocks small enough to stay in the core's cache between the copy and the checksum,
+  // and whole multiples of the three streams' blocks (a tail runs on one stream).
+  constexpr std::size_t kReadBlock = 10 * 3 * kBlock;
   auto* p = static_cast<unsigned char*>(out);
   CheckedRead done;
   while (done.bytes < size) {
