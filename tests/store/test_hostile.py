@@ -99,6 +99,16 @@ def test_repair_does_not_follow_a_symlinked_folder_inside_an_area(tmp_path: Path
     assert all(v.exists() for v in victims)
 
 
+def test_repair_removes_regular_files_only(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = _packed(root)
+    (root / "staging").mkdir()
+    os.mkfifo(root / "staging" / "pipe")
+    report = store.repair(grace_s=0)
+    assert report.removed == []
+    assert (root / "staging" / "pipe").exists()
+
+
 def test_repair_still_removes_plain_debris(tmp_path: Path) -> None:
     root = tmp_path / "s"
     store = _packed(root)
@@ -229,6 +239,20 @@ def test_a_huge_latest_json_is_refused_before_it_is_read(tmp_path: Path) -> None
     assert "bytes" in str(error)
     assert peak < 4 << 20, peak
     assert elapsed < 2.0
+
+
+def test_a_huge_pointer_on_an_object_store_is_refused_after_a_bounded_read() -> None:
+    import uuid
+
+    import fsspec
+
+    url = f"memory://hostile-{uuid.uuid4().hex}"
+    Store.create(url)
+    fs = fsspec.filesystem("memory")
+    pointer = json.loads(fs.cat_file(f"{url}/latest.json"))
+    fs.pipe_file(f"{url}/latest.json", json.dumps({**pointer, "pad": "x" * (8 << 20)}).encode())
+    with pytest.raises(StoreCorruptError, match=r"latest\.json: more than 65,536 bytes"):
+        Store.open(url).version()
 
 
 def test_a_huge_log_entry_is_refused_before_it_is_read(tmp_path: Path) -> None:
