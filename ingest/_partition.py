@@ -14,7 +14,8 @@ rows, while appending a day to a partition rewrites the partition. Below about 6
 per symbol the fixed cost dominates (one object per few rows); above it, a longer
 partition would make each append rewrite more rows than it adds objects it saves. One-
 minute bars (390 a session) are partitioned by day, hourly bars (about 7 a session, 150 a
-month) by month, daily bars by year.
+month) by month, daily bars by year. A job of one day is partitioned by day: one day's
+rows do not tell a tick file of a few rows from a day of daily bars.
 
 The choice is recorded in the store (the version attribute ``partition``) by the first
 ingest and reused by every later one: the sessions of a store are of one kind.
@@ -98,8 +99,8 @@ def choose_partition(
     for session, rows, symbols in days:
         total, most = per_day.get(session, (0, 0))
         per_day[session] = (total + rows, max(most, symbols))
-    if not per_day:
-        return "day"
+    if len(per_day) < 2:
+        return "day"  # one day says nothing of the data's frequency
     # Typical rows of a symbol in a session: the median over the job's days.
     dense = sorted(rows / max(1, symbols) for rows, symbols in per_day.values())
     typical = dense[len(dense) // 2]

@@ -122,7 +122,9 @@ def test_auto_picks_day_for_a_wide_minute_universe() -> None:
     # W1: 5,000 symbols x 390 one-minute bars a session, one file per session.
     days = [(f"2024-01-{d:02d}", 5_000 * 390, 5_000) for d in range(2, 22)]
     assert choose_partition("auto", days) == "day"
-    assert choose_partition("auto", [("2024-01-02", 500, 500)]) == "year"
+    few = [("2024-01-02", 500, 500), ("2024-01-03", 500, 500)]
+    assert choose_partition("auto", few) == "year"
+    assert choose_partition("auto", few[:1]) == "day"  # one day says nothing
     assert choose_partition("month", days) == "month"
 
 
