@@ -165,6 +165,7 @@ class PassIterator(Iterator[Any]):
         opener: Opener,
         *,
         length: Callable[[], int],
+        discard: Callable[[], None] | None = None,
         skip: int = 0,
         receive: Callable[[torch.Tensor, torch.Tensor, Any], None] | None = None,
         transform: Callable[[tuple[torch.Tensor, torch.Tensor]], Any] | None = None,
@@ -173,6 +174,7 @@ class PassIterator(Iterator[Any]):
     ) -> None:
         self._opener = opener
         self._length = length
+        self._discard = discard
         self._skip = skip
         self._receive = receive
         self._transform = transform
@@ -233,6 +235,8 @@ class PassIterator(Iterator[Any]):
         self._closed = True
         if self._source is not None:
             self._source.close()
+        elif self._discard is not None:  # work started for a pass that never began
+            self._discard()
         if self._pass is not None:
             self._pass.abandon()
         if self._accelerate is not None:

@@ -481,9 +481,15 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             found, held[0] = held[0], None
             return self._open_pass(skip, found)
 
+        def discard() -> None:
+            found, held[0] = held[0], None
+            if found is not None:
+                found.source.close()
+
         return PassIterator(
             open_pass,
             length=lambda: max(0, len(self) - skip),
+            discard=discard,
             skip=skip,
             receive=self._delivery.receive,
             transform=self.batch_transform,

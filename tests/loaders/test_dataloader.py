@@ -481,6 +481,29 @@ def test_rank_and_world_are_read_when_a_pass_starts(
         next(iter(loader))  # a pass learns its world at its first batch
 
 
+def test_work_started_at_iter_is_redone_or_dropped(dataset: WindowDataset) -> None:
+    """Batches are assembled from ``iter()`` on; a ``set_epoch`` before the first batch
+    replaces that work, and closing the iterator before its first batch stops it."""
+    ids = sample_ids(dataset)
+    loader = DataLoader(dataset, batch_size=50, shuffle=True)
+    it = iter(loader)
+    deadline = time.monotonic() + 5
+    while not loader_threads():  # the early pass's assembler
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    loader.set_epoch(3)
+    assert indices_of(list(it), ids) == UniformOrder(0).order(dataset, 3).tolist()
+    closed = iter(loader)
+    closed.close()
+    with pytest.raises(StopIteration):
+        next(closed)
+    deadline = time.monotonic() + 5
+    while loader_threads():
+        assert time.monotonic() < deadline, "the closed pass's thread outlived it"
+        time.sleep(0.01)
+    assert loader.state_dict() == {"epoch": 4, "seed": 0, "samples_consumed": 0}
+
+
 def test_a_store_path_opens_the_store(tmp_path: Path) -> None:
     build_version(tmp_path / "store")
     opened = WindowDataset(open_store(str(tmp_path / "store")), WINDOW)
