@@ -89,17 +89,20 @@ class TableEncoder:
             # (and skipping them writes a session's table about 15% faster).
             keys = [n for n in ("symbol", "ts_event", "ts_recv") if n in table.schema.names]
             self._sink = self._open()
-            self._writer = pq.ParquetWriter(
-                self._sink,
-                table.schema,
-                compression="zstd",
-                use_dictionary=text or False,
-                write_statistics=keys or False,
-                # Values handed to each column's encoder at a time: more than the default
-                # 1,024 halves the per-batch work of columns without values (about 6%
-                # faster for W1's table, which lacks four of its nine columns).
-                write_batch_size=8192,
-            )
+            # The writer's constructor writes the 'PAR1' header: a full disk there is
+            # an error naming the working file, like every later write.
+            with self._writing():
+                self._writer = pq.ParquetWriter(
+                    self._sink,
+                    table.schema,
+                    compression="zstd",
+                    use_dictionary=text or False,
+                    write_statistics=keys or False,
+                    # Values handed to each column's encoder at a time: more than the default
+                    # 1,024 halves the per-batch work of columns without values (about 6%
+                    # faster for W1's table, which lacks four of its nine columns).
+                    write_batch_size=8192,
+                )
         elif table.schema != self._schema:
             raise SchemaError(f"table part's schema {table.schema} is not {self._schema}")
         if table.num_rows == 0:

@@ -163,12 +163,6 @@ except OSError as exc:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store/_tables.py creates the ParquetWriter (which writes the 'PAR1' header) "
-    "outside TableEncoder._writing(), so a full disk there raises pyarrow's OSError "
-    "without the working file's name (the tmpfs-full fault of the report)",
-)
 def test_a_table_write_failing_at_its_first_byte_names_the_file(tmp_path: Path) -> None:
     # The report's tmpfs-full fault: a disk that fills up as a session's event table is
     # opened. Every write of the child fails (RLIMIT_FSIZE 0), the table header first.
