@@ -124,7 +124,8 @@ def batch_reference(
 def by_symbol(rows: LiveRows, symbols: tuple[str, ...]) -> npt.NDArray[np.intp]:
     """The order that puts live rows (event order) as the store holds them: by symbol."""
     rank = {s: i for i, s in enumerate(symbols)}
-    return np.argsort(np.fromiter((rank[s] for s in rows.symbol), np.int64), kind="stable")
+    codes = np.array([rank.get(s, -1) for s in rows.symbols], dtype=np.int64)
+    return np.argsort(codes[rows.symbol], kind="stable")
 
 
 def assert_bits_equal(live: npt.NDArray[np.floating], stored: npt.NDArray[np.floating],

@@ -98,9 +98,7 @@ def test_vendor_files_read_as_a_feed_give_every_sessions_rows(feed: str, tmp_pat
     for pack in version.packs:
         stored = version.read_pack(pack)
         mine = np.flatnonzero(day == int((stored.ts[0] - opens) // DAY_NS))
-        order = mine[
-            by_symbol(rows._replace(symbol=tuple(np.asarray(rows.symbol)[mine])), stored.symbols)
-        ]
+        order = mine[by_symbol(rows._replace(symbol=rows.symbol[mine]), stored.symbols)]
         np.testing.assert_array_equal(rows.ts[order], stored.ts)
         assert_bits_equal(rows.values[order], stored.values, spec.features)
     assert sum(version.read_pack(p).ts.size for p in version.packs) == rows.ts.size

@@ -41,8 +41,10 @@ DAY_NS = 86_400 * 1_000_000_000
 class LiveRows(NamedTuple):
     """The rows a batch of events gave, in event order."""
 
-    symbol: tuple[str, ...]
-    """Each row's symbol."""
+    symbols: tuple[str, ...]
+    """The engine's symbols, by number."""
+    symbol: npt.NDArray[np.uint32]
+    """Each row's symbol number (``symbols[symbol[i]]`` is its name)."""
     ts: npt.NDArray[np.int64]
     """Each row's time (its event's ``ts``)."""
     values: npt.NDArray[np.float32]
@@ -186,8 +188,7 @@ class LiveEngine:
         event = event[:m]
         with np.errstate(over="ignore"):
             values = rows[:m].astype(np.float32)
-        names = np.asarray(batch.symbols, dtype=object)[batch.symbol[event]]
-        return LiveRows(tuple(names), row_ts[:m], values, rows[:m], event, verdicts)
+        return LiveRows(self.symbols, symbol[event], row_ts[:m], values, rows[:m], event, verdicts)
 
     def flush(self) -> LiveRows:
         """The bars clock: close every open bar, as the end of a session's data does in
@@ -198,11 +199,11 @@ class LiveEngine:
         symbol = np.empty(n, dtype=np.uint32)
         ts = np.empty(n, dtype=np.int64)
         m = self._native.flush(rows, symbol, ts)
-        names = tuple(self.symbols[k] for k in symbol[:m].tolist())
         with np.errstate(over="ignore"):
             values = rows[:m].astype(np.float32)
         empty = np.empty(0, dtype=np.uint8)
-        return LiveRows(names, ts[:m], values, rows[:m], np.full(m, -1, np.int64), empty)
+        events = np.full(m, -1, np.int64)
+        return LiveRows(self.symbols, symbol[:m], ts[:m], values, rows[:m], events, empty)
 
     def push_timed(self, batch: EventBatch) -> npt.NDArray[np.int64]:
         """Take a batch as :meth:`push_batch` does, but event by event through the C++
@@ -231,7 +232,8 @@ class LiveEngine:
             return rows
         last = self.flush()
         return LiveRows(
-            rows.symbol + last.symbol,
+            self.symbols,
+            np.concatenate([rows.symbol, last.symbol]),
             np.concatenate([rows.ts, last.ts]),
             np.concatenate([rows.values, last.values]),
             np.concatenate([rows.values64, last.values64]),
