@@ -142,7 +142,8 @@ def assemble(task: AssembleTask) -> AssembleResult:
     # the job has none of them are carried in, so each symbol's series is whole.
     partial = task.partition != "day" and task.stored is not None
     held_rows = {k: stored.events(base, k) for k in kinds} if partial else {}
-    parts, carried = _carry(task, held_rows) if partial else (task.parts, 0)
+    parts = task.parts if task.partition == "day" else _joined_parts(task)
+    parts, carried = _carry(task, parts, held_rows) if partial else (parts, 0)
     session = StagedSession(task.staging, parts, task.block_rows)
     market = [k for k in kinds if k not in REFERENCE_KINDS]
     spec = task.spec if market else None
@@ -269,13 +270,31 @@ def assemble(task: AssembleTask) -> AssembleResult:
     return out
 
 
-def _carry(
-    task: AssembleTask, held: dict[EventKind, pa.Table | None]
-) -> tuple[dict[EventKind, list[str]], int]:
-    """The task's parts and, per kind, a part of the stored rows it carries in (see
-    :func:`~ticktensor.ingest._stored.carried_rows`); and how many rows they are."""
-    parts, carried = dict(task.parts), 0
+def _joined_parts(task: AssembleTask) -> dict[EventKind, list[str]]:
+    """A partition's parts of each kind joined into one, in input order.
+
+    A partition of many days (of data with few rows per day) has a part per day of each
+    input file's batch: thousands of parts of a few rows, which the merge would gather
+    from one at a time.
+    """
+    parts = {}
     for kind, rels in task.parts.items():
+        if len(rels) == 1:
+            parts[kind] = rels
+            continue
+        joined = task.staging.read(rels).combine_chunks()
+        task.staging.release(rels)
+        parts[kind] = [task.staging.write_part(kind, task.session, "joined", joined)]
+    return parts
+
+
+def _carry(
+    task: AssembleTask, parts: dict[EventKind, list[str]], held: dict[EventKind, pa.Table | None]
+) -> tuple[dict[EventKind, list[str]], int]:
+    """``parts`` and, per kind, a part of the stored rows the task carries in (see
+    :func:`~ticktensor.ingest._stored.carried_rows`); and how many rows they are."""
+    parts, carried = dict(parts), 0
+    for kind, rels in parts.items():
         stored = held.get(kind)
         if stored is None or stored.num_rows == 0:
             continue

@@ -49,6 +49,7 @@ class Staging:
         self.root = f"staging/{job_id}"
         self.memory_bytes = memory_bytes
         self._held: dict[str, pa.Table] = {}
+        self._held_sizes: dict[str, int] = {}
         self._held_bytes = 0
         self._lock = threading.Lock()
 
@@ -57,25 +58,33 @@ class Staging:
             raise TypeError("a staging area that keeps parts in memory stays in its process")
         return (Staging, (self.location, self.job_id))
 
-    def write_part(self, kind: EventKind, session: str, tag: str, table: pa.Table) -> str:
+    def write_part(
+        self, kind: EventKind, session: str, tag: str, table: pa.Table, nbytes: int | None = None
+    ) -> str:
         """Store one part; ``table`` carries the ``_source`` and ``_row`` columns.
 
         ``tag`` orders the parts of a session as their rows come in the inputs: by
-        input file (in URL order), then batch.
+        input file (in URL order), then batch. ``nbytes``, when given, is the part's
+        size in memory (a slice of a batch: its share of the batch's), and says that
+        its all-null columns are already left out: measuring a slice costs more than
+        staging it, for a file of thousands of days of a few rows each.
         """
         rel = f"{self.root}/parts/{safe_component(session)}/{kind.value}/{tag}.arrow"
         # Uncompressed Arrow IPC streamed to the file: parts live for one job, so encoding
         # speed beats size. All-null columns are left out (assemble restores the schema).
-        empty = [
-            c
-            for c, col in zip(table.column_names, table.columns, strict=True)
-            if col.null_count == len(col) and len(col)
-        ]
-        table = table.drop_columns(empty)
+        if nbytes is None:
+            empty = [
+                c
+                for c, col in zip(table.column_names, table.columns, strict=True)
+                if col.null_count == len(col) and len(col)
+            ]
+            table = table.drop_columns(empty)
+            nbytes = table.nbytes
         with self._lock:
-            if self._held_bytes + table.nbytes <= self.memory_bytes:
+            if self._held_bytes + nbytes <= self.memory_bytes:
                 self._held[rel] = table
-                self._held_bytes += table.nbytes
+                self._held_sizes[rel] = nbytes
+                self._held_bytes += nbytes
                 return rel
         with self.location.open_atomic(rel) as f, pa.ipc.new_file(f, table.schema) as writer:
             writer.write_table(table)
@@ -96,9 +105,8 @@ class Staging:
         """Forget the parts of ``rels`` kept in memory: their reader holds them now."""
         with self._lock:
             for rel in rels:
-                table = self._held.pop(rel, None)
-                if table is not None:
-                    self._held_bytes -= table.nbytes
+                if self._held.pop(rel, None) is not None:
+                    self._held_bytes -= self._held_sizes.pop(rel)
 
     def read(self, rels: list[str]) -> pa.Table:
         tables = []
@@ -120,6 +128,7 @@ class Staging:
     def remove(self) -> None:
         with self._lock:
             self._held.clear()
+            self._held_sizes.clear()
             self._held_bytes = 0
         self.location.remove_tree(self.root)
 

@@ -213,9 +213,9 @@ def _day_keys(symbols: pa.ChunkedArray, ts: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.binary_join_element_wise(symbols.cast(pa.string()), days, "|")
 
 
-def _common_days(ts_a: npt.NDArray[np.int64], ts_b: npt.NDArray[np.int64]) -> tuple[
-    npt.NDArray[np.bool_], npt.NDArray[np.bool_]
-]:
+def _common_days(
+    ts_a: npt.NDArray[np.int64], ts_b: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Which rows of each side fall on a UTC day both sides have rows on."""
     day_a, day_b = ts_a // DAY_NS, ts_b // DAY_NS
     common = np.intersect1d(day_a, day_b)

@@ -130,7 +130,11 @@ def test_auto_picks_day_for_a_wide_minute_universe() -> None:
 
 def test_explicit_partition_overrides_auto(tmp_path: Path) -> None:
     out = tmp_path / "store"
-    _run([daily_bars(tmp_path / "d.csv", date(2024, 1, 2), date(2024, 3, 29))], out, partition="month")
+    _run(
+        [daily_bars(tmp_path / "d.csv", date(2024, 1, 2), date(2024, 3, 29))],
+        out,
+        partition="month",
+    )
     assert _sessions(out) == ["2024-01", "2024-02", "2024-03"]
 
 
@@ -149,17 +153,20 @@ def test_append_rewrites_only_its_partition(tmp_path: Path) -> None:
     store = Store.open(str(out))
     before, old = _files(out), {p.session: p for p in store.version().packs}
     result = _run([daily_bars(tmp_path / "b.csv", date(2024, 12, 30), date(2024, 12, 30))], out)
-    assert result.published and result.rows_read == result.rows_stored == 1
+    assert result.published
+    assert result.rows_read == result.rows_stored == 1
     after = {p.session: p for p in Store.open(str(out)).version().packs}
     assert sorted(after) == ["2022", "2023", "2024"]
-    assert after["2022"] == old["2022"] and after["2023"] == old["2023"]
+    assert after["2022"] == old["2022"]
+    assert after["2023"] == old["2023"]
     assert after["2024"].path != old["2024"].path
     assert after["2024"].rows == old["2024"].rows + 1
     files = _files(out)
     for path, data in before.items():  # copy-on-write: nothing written is touched
         assert files[path] == data
     written = set(files) - set(before)
-    assert written and all("2024" in p for p in written)
+    assert written
+    assert all("2024" in p for p in written)
     # The appended partition is the series of the first ingest and the day after it.
     whole = tmp_path / "whole"
     _run([daily_bars(tmp_path / "w.csv", date(2024, 1, 1), date(2024, 12, 30))], whole)
@@ -201,13 +208,23 @@ def test_a_day_again_is_unchanged_and_other_values_conflict(tmp_path: Path) -> N
 
 def test_recorded_partition_is_reused_and_a_conflicting_one_refused(tmp_path: Path) -> None:
     out = tmp_path / "store"
-    _run([daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 2, 28))], out, partition="month")
+    _run(
+        [daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 2, 28))],
+        out,
+        partition="month",
+    )
     # One row of one day alone would be "year" for auto: the store's month is kept.
     _run([daily_bars(tmp_path / "b.csv", date(2024, 2, 29), date(2024, 3, 1))], out)
     assert _sessions(out) == ["2024-01", "2024-02", "2024-03"]
-    _run([daily_bars(tmp_path / "c.csv", date(2024, 3, 4), date(2024, 3, 4))], out, partition="month")
-    with pytest.raises(ConfigError, match="partition.*month.*year"):
-        _run([daily_bars(tmp_path / "d.csv", date(2024, 3, 5), date(2024, 3, 5))], out, partition="year")
+    _run(
+        [daily_bars(tmp_path / "c.csv", date(2024, 3, 4), date(2024, 3, 4))], out, partition="month"
+    )
+    with pytest.raises(ConfigError, match=r"partition.*month.*year"):
+        _run(
+            [daily_bars(tmp_path / "d.csv", date(2024, 3, 5), date(2024, 3, 5))],
+            out,
+            partition="year",
+        )
 
 
 def test_a_store_without_a_recorded_partition_keeps_days(tmp_path: Path) -> None:

@@ -111,7 +111,8 @@ def format_info(info: dict[str, Any]) -> str:
         f"codec     {', '.join(info['codecs']) or info['default_layout']['codec']}"
         f"  ({info['default_layout']['chunk_rows']:,} rows per chunk by default)",
         f"symbols   {len(info['symbols'])}: {', '.join(info['symbols'])}",
-        f"sessions  {len(sessions)}" + (f": {sessions[0]} .. {sessions[-1]}" if sessions else "")
+        f"sessions  {len(sessions)}"
+        + (f": {sessions[0]} .. {sessions[-1]}" if sessions else "")
         + f"  (partition {info['partition']})",
         f"rows      {info['rows']:,} in {held}, "
         f"{len(info['features'])} features, {len(info['labels'])} labels",

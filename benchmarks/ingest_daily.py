@@ -1,0 +1,165 @@
+"""Daily bars: twenty years of one symbol's OHLCV, partitioned by day and by ``auto``.
+
+Prints one row per partition, measured in the same run: the ingest's seconds, the files
+the store holds, the time a fresh process takes to open the store and list its packs,
+and the append of one more day against a Parquet write of the partition it rewrites::
+
+    python benchmarks/ingest_daily.py                  # 2005-01-03 .. 2024-12-31
+    python benchmarks/ingest_daily.py --years 5 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from ticktensor.ingest import IngestOptions, ingest
+from ticktensor.ingest.readers import ReadOptions
+from ticktensor.schemas import EventKind
+from ticktensor.store import Store
+
+DAY_NS = 86_400 * 10**9
+OPEN = (
+    "import sys, time; from ticktensor.store import Store; t = time.perf_counter(); "
+    "v = Store.open(sys.argv[1]).version(); n = len(v.packs); "
+    "print(time.perf_counter() - t)"
+)
+
+
+def trading_days(first: date, last: date, seed: int = 7) -> list[date]:
+    """Weekdays without about nine holidays a year (a stock's trading calendar)."""
+    rng = np.random.default_rng(seed)
+    days, d = [], first
+    while d <= last:
+        if d.weekday() < 5 and rng.random() > 9 / 261:
+            days.append(d)
+        d += timedelta(days=1)
+    return days
+
+
+def write_bars(path: Path, days: list[date], seed: int = 7) -> None:
+    """One row a day: a random walk's OHLCV, timestamps in ns (a vendor's daily file)."""
+    rng = np.random.default_rng(seed)
+    close = 50.0 * np.exp(np.cumsum(rng.normal(0, 0.015, len(days))))
+    lines = ["ts_event,symbol,open,high,low,close,volume\n"]
+    for d, c in zip(days, close.tolist(), strict=True):
+        ts = int(datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()) * 10**9
+        lines.append(f"{ts},SPY,{c * 0.998:.4f},{c * 1.01:.4f},{c * 0.99:.4f},{c:.4f},1000000\n")
+    path.write_text("".join(lines))
+
+
+def files_in(root: Path) -> int:
+    return sum(len(names) for _, _, names in os.walk(root))
+
+
+def open_seconds(store: Path) -> float:
+    """Opening the store and listing its packs in a fresh process (no warm caches)."""
+    out = subprocess.run(
+        [sys.executable, "-c", OPEN, str(store)], check=True, capture_output=True, text=True
+    )
+    return float(out.stdout.strip())
+
+
+def parquet_write_seconds(store: Path, session: str, repeat: int = 5) -> float:
+    """The best of ``repeat`` Parquet writes (zstd, to memory) of the partition's rows:
+    its events table and its feature rows."""
+    v = Store.open(str(store)).version()
+    events = v.read_table(next(t for t in v.tables if t.session == session))
+    pack = v.read_pack(v.pack(session))
+    import pyarrow as pa
+
+    features = pa.table(
+        {"ts": pack.ts, **{f"f{i}": pack.values[:, i] for i in range(pack.values.shape[1])}}
+    )
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for table in (events, features):
+            pq.write_table(table, io.BytesIO(), compression="zstd")
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def run_one(work: Path, partition: str, history: Path, last_day: Path) -> dict[str, Any]:
+    store = work / f"store-{partition}"
+    read = ReadOptions(kind=EventKind.OHLCV, interval_ns=DAY_NS)
+    options = IngestOptions(read=read, partition=partition)  # type: ignore[arg-type]
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    first = ingest([str(history)], str(store), options, progress=False)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    objects = files_in(store)
+    opened = open_seconds(store)
+    t0 = time.perf_counter()
+    appended = ingest([str(last_day)], str(store), options, progress=False)
+    append = time.perf_counter() - t0
+    session = max(p.session for p in Store.open(str(store)).version().packs)
+    write = parquet_write_seconds(store, session)
+    return {
+        "partition": partition,
+        "chosen": first.partition,
+        "rows": first.rows_stored,
+        "ingest_s": seconds,
+        "ingest_cpu_s": cpu,
+        "packs": len(first.version.packs),
+        "objects": objects,
+        "open_s": opened,
+        "append_s": append,
+        "append_rows": appended.rows_stored,
+        "append_partition": session,
+        "parquet_write_s": write,
+        "append_vs_parquet": append / write,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--years", type=int, default=20)
+    p.add_argument(
+        "--partitions", default="day,auto", help="comma-separated partitions to run (day,auto)"
+    )
+    p.add_argument("--json", metavar="FILE")
+    args = p.parse_args(argv)
+    days = trading_days(date(2025 - args.years, 1, 3), date(2024, 12, 31))
+    with tempfile.TemporaryDirectory(prefix="tt-daily-") as tmp:
+        work = Path(tmp)
+        write_bars(work / "all.csv", days)
+        text = (work / "all.csv").read_text().splitlines(keepends=True)
+        (work / "history.csv").write_text("".join(text[:-1]))
+        (work / "last.csv").write_text(text[0] + text[-1])
+        rows = [
+            run_one(work, part, work / "history.csv", work / "last.csv")
+            for part in args.partitions.split(",")
+        ]
+    print(
+        f"{'partition':<11} {'rows':>6} {'ingest s':>9} {'cpu s':>6} {'packs':>6} {'objects':>8} "
+        f"{'open s':>7} {'append s':>9} {'parquet s':>10} {'append/parquet':>15}"
+    )
+    for r in rows:
+        name = r["partition"] + (f" ({r['chosen']})" if r["partition"] == "auto" else "")
+        print(
+            f"{name:<11} {r['rows']:>6,} {r['ingest_s']:>9.2f} {r['ingest_cpu_s']:>6.2f} "
+            f"{r['packs']:>6,} "
+            f"{r['objects']:>8,} {r['open_s']:>7.3f} {r['append_s']:>9.3f} "
+            f"{r['parquet_write_s']:>10.4f} {r['append_vs_parquet']:>14.1f}x"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
