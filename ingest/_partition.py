@@ -104,7 +104,8 @@ def choose_partition(
     # Typical rows of a symbol in a session: the median over the job's days.
     dense = sorted(rows / max(1, symbols) for rows, symbols in per_day.values())
     typical = dense[len(dense) // 2]
-    for partition in ("day", "month"):
+    finer: tuple[Partition, ...] = ("day", "month")
+    for partition in finer:
         if typical * _SESSIONS[partition] >= MIN_PARTITION_ROWS:
-            return cast(Partition, partition)
+            return partition
     return "year"
