@@ -84,7 +84,7 @@ def _ingested(raw: dict[EventKind, pa.Table]) -> dict[EventKind, pa.Table]:
     return kept
 
 
-@pytest.mark.parametrize("clock", ["quotes", "trades"])
+@pytest.mark.parametrize("clock", ["quotes", "trades", "bars"])
 @settings(max_examples=60, deadline=None)
 @given(events=streams())
 def test_generated_streams_give_ingest_rows(clock: str, events: list[dict[str, Any]]) -> None:
@@ -95,7 +95,7 @@ def test_generated_streams_give_ingest_rows(clock: str, events: list[dict[str, A
     kept = _ingested(raw)
     refused = int(np.isin(rows.verdicts, [int(v) for v in REFUSALS]).sum())
     assert refused == sum(raw[k].num_rows - kept[k].num_rows for k in raw)
-    primary = EventKind.QUOTES if clock == "quotes" else EventKind.TRADES
+    primary = EventKind.QUOTES if clock == "quotes" else EventKind.TRADES  # bars: of trades
     if primary not in kept or kept[primary].num_rows == 0:
         assert not (rows.verdicts == Verdict.ROW).any()
         return
