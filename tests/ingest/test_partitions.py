@@ -267,3 +267,25 @@ def test_verify_info_and_time_travel(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert old.read_pack(old.pack("2024")).ts.shape[0] == n
     assert new.read_pack(new.pack("2024")).ts.shape[0] == n + 2
     assert main(["verify", str(out), "--version", str(old.version)]) == 0
+
+
+def test_migrate_leaves_partitions_and_the_dataloader_reads_them(tmp_path: Path) -> None:
+    import torch
+
+    from ticktensor import DataLoader
+
+    out = tmp_path / "store"
+    _run([daily_bars(tmp_path / "a.csv", date(2023, 1, 2), date(2024, 6, 28))], out)
+    latest = Store.open(str(out)).latest_version()
+    assert main(["migrate", str(out)]) == 0
+    assert Store.open(str(out)).latest_version() == latest  # nothing held by segments
+    store = Store.open(str(out))
+    old = WindowDataset(store.version(latest), window=10)
+    loader = DataLoader(old, batch_size=32)
+    batches = list(loader)
+    assert sum(
+        b[0].shape[0] if isinstance(b, (list, tuple)) else b.shape[0] for b in batches
+    ) == len(old)
+    first = batches[0][0] if isinstance(batches[0], (list, tuple)) else batches[0]
+    assert isinstance(first, torch.Tensor)
+    assert first.shape[1] == 10
