@@ -1,8 +1,11 @@
 """Daily bars: twenty years of one symbol's OHLCV, partitioned by day and by ``auto``.
 
-Prints one row per partition, measured in the same run: the ingest's seconds, the files
-the store holds, the time a fresh process takes to open the store and list its packs,
-and the append of one more day against a Parquet write of the partition it rewrites::
+Prints one row per partition, measured in the same run: the ingest's seconds (wall and
+CPU of this process), the packs and files the store holds, the time a fresh process takes
+to open the store and list its packs, and the append of one more day (a whole ingest job)
+and the rewrite of the partition it touches by the store alone (its table, its pack, a
+commit), each against a zstd Parquet write of that partition's rows (events and
+features)::
 
     python benchmarks/ingest_daily.py                  # 2005-01-03 .. 2024-12-31
     python benchmarks/ingest_daily.py --years 5 --json out.json
@@ -92,6 +95,34 @@ def parquet_write_seconds(store: Path, session: str, repeat: int = 5) -> float:
     return best
 
 
+def rewrite_seconds(store: Path, session: str, scratch: Path, repeat: int = 5) -> float:
+    """The best of ``repeat`` rewrites of the partition by the store alone, as an append
+    does it: its events table and its pack written again, and a commit (into a scratch
+    store, so that each write is a new one)."""
+    v = Store.open(str(store)).version()
+    record = v.pack(session)
+    events = v.read_table(next(t for t in v.tables if t.session == session))
+    pack = v.read_pack(record)
+    best = float("inf")
+    for turn in range(repeat):
+        target = Store.create(str(scratch / f"rewrite-{session}-{turn}"))
+        t0 = time.perf_counter()
+        table = target.write_table(kind="ohlcv", symbol="*", session=session, table=events)
+        written = target.write_pack(
+            session=session,
+            symbols=pack.symbols,
+            offsets=pack.offsets,
+            ts=pack.ts,
+            values=pack.values,
+            feature_names=record.feature_names,
+            labels=pack.labels,
+            label_names=record.label_names,
+        )
+        target.commit(tables=[table], packs=[written], message="rewrite")
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def run_one(work: Path, partition: str, history: Path, last_day: Path) -> dict[str, Any]:
     store = work / f"store-{partition}"
     read = ReadOptions(kind=EventKind.OHLCV, interval_ns=DAY_NS)
@@ -106,6 +137,7 @@ def run_one(work: Path, partition: str, history: Path, last_day: Path) -> dict[s
     append = time.perf_counter() - t0
     session = max(p.session for p in Store.open(str(store)).version().packs)
     write = parquet_write_seconds(store, session)
+    rewrite = rewrite_seconds(store, session, work)
     return {
         "partition": partition,
         "chosen": first.partition,
@@ -120,6 +152,8 @@ def run_one(work: Path, partition: str, history: Path, last_day: Path) -> dict[s
         "append_partition": session,
         "parquet_write_s": write,
         "append_vs_parquet": append / write,
+        "rewrite_s": rewrite,
+        "rewrite_vs_parquet": rewrite / write,
     }
 
 
@@ -146,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
     print(
         f"{'partition':<11} {'rows':>6} {'ingest s':>9} {'cpu s':>6} {'packs':>6} {'objects':>8} "
-        f"{'open s':>7} {'append s':>9} {'parquet s':>10} {'append/parquet':>15}"
+        f"{'open s':>7} {'append s':>9} {'rewrite s':>10} {'parquet s':>10} "
+        f"{'append/parquet':>15} {'rewrite/parquet':>16}"
     )
     for r in rows:
         name = r["partition"] + (f" ({r['chosen']})" if r["partition"] == "auto" else "")
@@ -154,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<11} {r['rows']:>6,} {r['ingest_s']:>9.2f} {r['ingest_cpu_s']:>6.2f} "
             f"{r['packs']:>6,} "
             f"{r['objects']:>8,} {r['open_s']:>7.3f} {r['append_s']:>9.3f} "
-            f"{r['parquet_write_s']:>10.4f} {r['append_vs_parquet']:>14.1f}x"
+            f"{r['rewrite_s']:>10.4f} {r['parquet_write_s']:>10.4f} "
+            f"{r['append_vs_parquet']:>14.1f}x {r['rewrite_vs_parquet']:>15.1f}x"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
