@@ -21,6 +21,13 @@ Examples
 from __future__ import annotations
 
 from ._job import FileReport, IngestOptions, IngestResult, ingest, validate_inputs
+from ._partition import (
+    MIN_PARTITION_ROWS,
+    Partition,
+    PartitionChoice,
+    choose_partition,
+    partition_label,
+)
 from .bars import dollar_bars, make_bars, time_bars, volume_bars
 from .features import (
     DEMO_FEATURE_SPEC,
@@ -41,13 +48,17 @@ from .synthetic import SyntheticMarket, generate_day, iter_days
 __all__ = [
     "DEMO_FEATURE_SPEC",
     "FEATURES",
+    "MIN_PARTITION_ROWS",
     "FeatureArrays",
     "FeatureStatsAccumulator",
     "FileReport",
     "IngestOptions",
     "IngestResult",
+    "Partition",
+    "PartitionChoice",
     "SyntheticMarket",
     "build_features",
+    "choose_partition",
     "compute_features",
     "compute_session_features",
     "default_spec",
@@ -60,6 +71,7 @@ __all__ = [
     "known_features",
     "load_spec",
     "make_bars",
+    "partition_label",
     "time_bars",
     "validate_inputs",
     "volume_bars",

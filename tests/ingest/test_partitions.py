@@ -12,8 +12,13 @@ import pytest
 
 from ticktensor.cli import main
 from ticktensor.errors import ConfigError, VersionConflictError
-from ticktensor.ingest import IngestOptions, IngestResult, ingest
-from ticktensor.ingest._partition import choose_partition, partition_label
+from ticktensor.ingest import (
+    IngestOptions,
+    IngestResult,
+    choose_partition,
+    ingest,
+    partition_label,
+)
 from ticktensor.ingest.readers import ReadOptions
 from ticktensor.loaders import WindowDataset
 from ticktensor.schemas import EventKind
