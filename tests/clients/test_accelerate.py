@@ -4,8 +4,8 @@ accelerate wraps only ``torch.utils.data.DataLoader`` (sub)classes in ``prepare(
 comes back unchanged, places batches itself (``FastOptions(device=...)``) and registers
 each pass with accelerate's gradient state, as accelerate's own loaders do, so that an
 accumulation ends with the epoch and ``gather_for_metrics`` drops the last step's padding. Its
-``skip_first_batches`` rebuilds a torch loader from ``loader.batch_sampler`` and torch's
-other attributes; ``register_for_checkpointing`` saves what ``state_dict()`` returns.
+``skip_first_batches`` hands our loader to ``loader.skip_first_batches`` (the fast path,
+ending the epoch); ``register_for_checkpointing`` saves what ``state_dict()`` returns.
 """
 
 from __future__ import annotations
