@@ -362,6 +362,8 @@ class LiveEngine:
         history: int,
         session_ns: int,
         bar_ns: int,
+        bar_kind: int,
+        bar_threshold: float,
         symbols: int,
     ) -> None: ...
     @property

@@ -51,8 +51,10 @@ class LiveEngine {
  public:
   LiveEngine(std::uint8_t clock, In<std::uint8_t> ops, In<std::uint8_t> windows,
              In<std::int64_t> sizes, std::size_t history, std::int64_t session_ns,
-             std::int64_t bar_ns, std::size_t symbols)
-      : engine_(config(clock, ops, windows, sizes, history, session_ns, bar_ns), symbols) {}
+             std::int64_t bar_ns, std::uint8_t bar_kind, double bar_threshold, std::size_t symbols)
+      : engine_(config(clock, ops, windows, sizes, history, session_ns, bar_ns, bar_kind,
+                       bar_threshold),
+                symbols) {}
 
   std::size_t features() const { return engine_.features(); }
   std::size_t symbols() const { return engine_.symbols(); }
@@ -176,8 +178,12 @@ class LiveEngine {
 
   static tt::live::Config config(std::uint8_t clock, const In<std::uint8_t>& ops,
                                  const In<std::uint8_t>& windows, const In<std::int64_t>& sizes,
-                                 std::size_t history, std::int64_t session_ns,
-                                 std::int64_t bar_ns) {
+                                 std::size_t history, std::int64_t session_ns, std::int64_t bar_ns,
+                                 std::uint8_t bar_kind, double bar_threshold) {
+    if (bar_kind > 2) {
+      throw tt::ArgumentError("bar_kind: expected 0 (time), 1 (volume) or 2 (dollar), got " +
+                              std::to_string(bar_kind));
+    }
     if (clock > 4) {
       throw tt::ArgumentError(
           "clock: expected 0 (quotes), 1 (trades), 2 (ohlcv), 3 (mbp10) or 4 (bars), got " +
@@ -186,7 +192,9 @@ class LiveEngine {
     const std::size_t f = ops.shape(0);
     expect("windows", windows.shape(0), f);
     expect("sizes", sizes.shape(0), f);
-    tt::live::Config c{static_cast<tt::live::Clock>(clock), {}, history, session_ns, bar_ns};
+    tt::live::Config c{
+        static_cast<tt::live::Clock>(clock),      {},           history, session_ns, bar_ns,
+        static_cast<tt::live::BarKind>(bar_kind), bar_threshold};
     for (std::size_t j = 0; j < f; ++j) {
       if (ops.data()[j] > static_cast<std::uint8_t>(tt::live::Op::depth_imbalance) ||
           windows.data()[j] > 2) {
@@ -255,9 +263,9 @@ void bind_live_features(nb::module_& m) {
   nb::class_<LiveEngine>(m, "LiveEngine",
                          "Per-symbol live feature state (see ticktensor.live); not for direct use.")
       .def(nb::init<std::uint8_t, In<std::uint8_t>, In<std::uint8_t>, In<std::int64_t>, std::size_t,
-                    std::int64_t, std::int64_t, std::size_t>(),
+                    std::int64_t, std::int64_t, std::uint8_t, double, std::size_t>(),
            "clock"_a, "ops"_a, "windows"_a, "sizes"_a, "history"_a, "session_ns"_a, "bar_ns"_a,
-           "symbols"_a)
+           "bar_kind"_a, "bar_threshold"_a, "symbols"_a)
       .def_prop_ro("features", &LiveEngine::features, "Number of features per row.")
       .def_prop_ro("symbols", &LiveEngine::symbols, "Number of symbols.")
       .def("add_symbol", &LiveEngine::add_symbol, "A new symbol; returns its number.")

@@ -88,8 +88,10 @@ Engine::Engine(Config config, std::size_t symbols) : config_(std::move(config)) 
     if ((f.op == Op::ret || f.op == Op::log_ret || f.op == Op::volatility) && f.size < 1) {
       throw ArgumentError("live features: a row count must be >= 1, got " + std::to_string(f.size));
     }
-    if (config_.clock == Clock::bars && config_.bar_ns <= 0) {
-      throw ArgumentError("live features: the bars clock needs a bar length > 0 ns");
+    const bool timed = config_.bar_kind == BarKind::time;
+    if (config_.clock == Clock::bars &&
+        (timed ? config_.bar_ns <= 0 : !(config_.bar_threshold > 0.0))) {
+      throw ArgumentError("live features: the bars clock needs a bar length or threshold > 0");
     }
     if (f.op == Op::depth_imbalance && (f.size < 1 || f.size > static_cast<std::int64_t>(kDepth))) {
       throw ArgumentError("live features: depth_imbalance levels must be 1.." +
@@ -142,6 +144,9 @@ SymbolState Engine::fresh() const {
   s.history.assign(config_.history * config_.features.size(), 0.0f);
   s.bar_open = kNoBar;
   s.bar_first = s.bar_high = s.bar_low = s.bar_last = kNaN;
+  s.bar_total = 0.0;
+  s.bar_first_ts = s.bar_last_ts = 0;
+  s.bar_book = {kNaN, kNaN, kNaN, kNaN};
   return s;
 }
 
@@ -459,8 +464,10 @@ Verdict Engine::push(const Event& e, double* row) {
     std::int64_t session = open / config_.session_ns;
     if (open % config_.session_ns < 0) --session;
     if (session > s.session) {
-      if (bars && s.bar_open != kNoBar) {
-        close_bar(s, row);  // the previous session's last bar
+      // The previous session's last bar: a time bar closes; a volume or dollar bar short
+      // of its threshold is dropped, as ingest drops it.
+      if (bars && s.bar_open != kNoBar && (config_.bar_kind == BarKind::time || solid(s))) {
+        close_bar(s, row);
         closed = true;
       }
       if (s.session != std::numeric_limits<std::int64_t>::min()) s = fresh();
@@ -471,7 +478,8 @@ Verdict Engine::push(const Event& e, double* row) {
   if (bars && verdict == Verdict::row) verdict = Verdict::joined;  // trades make bars
   ++counts_[static_cast<std::size_t>(verdict)];
   if (verdict != Verdict::row && verdict != Verdict::joined) return closed ? Verdict::row : verdict;
-  if (bars && !closed && s.bar_open != kNoBar && e.ts >= s.bar_open + config_.bar_ns) {
+  if (bars && !closed && config_.bar_kind == BarKind::time && s.bar_open != kNoBar &&
+      e.ts >= s.bar_open + config_.bar_ns) {
     close_bar(s, row);  // before the event: quotes join the bar as of strictly before its close
     closed = true;
   }
@@ -485,6 +493,8 @@ Verdict Engine::push(const Event& e, double* row) {
     s.ask = e.levels[kDepth];
     s.bid_sz = e.levels[2 * kDepth];
     s.ask_sz = e.levels[3 * kDepth];
+  } else if (bars && config_.bar_kind != BarKind::time) {
+    closed = take_bar_trade(e, s, closed, row);
   } else if (bars) {
     const std::int64_t open = floor_to(e.ts, config_.bar_ns);
     if (s.bar_open == kNoBar) {
@@ -507,21 +517,74 @@ Verdict Engine::push(const Event& e, double* row) {
   return closed ? Verdict::row : verdict;
 }
 
+bool Engine::solid(const SymbolState& s) const {
+  // Ingest keeps a session's last volume/dollar bar when its total reached the next
+  // multiple: total >= (bar + 1) * threshold.
+  return s.bar_total >= static_cast<double>(s.bar_open + 1) * config_.bar_threshold;
+}
+
+bool Engine::take_bar_trade(const Event& e, SymbolState& s, bool closed, double* row) {
+  // A trade's bar is floor(traded before it / threshold): ingest's key, from the same
+  // float64 running sum.
+  const double quantity = config_.bar_kind == BarKind::volume ? e.v[1] : e.v[0] * e.v[1];
+  const double before = s.bar_total;
+  const auto key = static_cast<std::int64_t>(std::floor(before / config_.bar_threshold));
+  if (s.bar_open != kNoBar && key != s.bar_open && !closed) {
+    close_bar(s, row);  // a bar that reached its threshold only by rounding: closed now
+    closed = true;
+  }
+  if (s.bar_open == kNoBar) {
+    s.bar_open = key;
+    s.bar_first = s.bar_high = s.bar_low = e.v[0];
+    s.bar_first_ts = e.ts;
+  }
+  s.bar_high = std::fmax(s.bar_high, e.v[0]);
+  s.bar_low = std::fmin(s.bar_low, e.v[0]);
+  s.bar_last = e.v[0];
+  s.bar_last_ts = e.ts;
+  s.bar_size.push_back(e.v[1]);
+  s.bar_dollar.push_back(e.v[0] * e.v[1]);
+  s.bar_signed.push_back(e.v[2] * e.v[1]);
+  s.bar_book = {s.bid, s.ask, s.bid_sz, s.ask_sz};  // quotes as of its last trade
+  s.bar_total = before + quantity;
+  const auto next = static_cast<std::int64_t>(std::floor(s.bar_total / config_.bar_threshold));
+  if (next != s.bar_open && solid(s) && !closed) {
+    close_bar(s, row);  // the trade that reached the threshold closes the bar
+    closed = true;
+  }
+  return closed;
+}
+
 void Engine::close_bar(SymbolState& s, double* row) {
   const double count = static_cast<double>(s.bar_size.size());
   const double volume = reduceat_sum(s.bar_size);
   const double dollar = reduceat_sum(s.bar_dollar);
   const std::array<double, 4> own{volume, dollar, count, reduceat_sum(s.bar_signed)};
+  const bool timed = config_.bar_kind == BarKind::time;
   Event bar{};
-  bar.ts = s.bar_open + config_.bar_ns;
+  bar.ts = timed ? s.bar_open + config_.bar_ns : s.bar_last_ts;
   bar.kind = EventKind::bar;
   const double vwap = volume > 0.0 ? dollar / volume : kNaN;
+  const auto interval = timed ? config_.bar_ns : s.bar_last_ts - s.bar_first_ts;
   const double values[kValues] = {
       s.bar_first, s.bar_high, s.bar_low, s.bar_last,
-      volume,      count,      vwap,      static_cast<double>(config_.bar_ns)};
+      volume,      count,      vwap,      static_cast<double>(interval)};
   std::copy(values, values + kValues, bar.v);
   take_quantities(own, bar.ts, s);
-  compute_row(bar, s, row, &own);
+  if (timed) {
+    compute_row(bar, s, row, &own);
+  } else {  // the book as of the bar's last trade
+    const std::array<double, 4> now{s.bid, s.ask, s.bid_sz, s.ask_sz};
+    s.bid = s.bar_book[0];
+    s.ask = s.bar_book[1];
+    s.bid_sz = s.bar_book[2];
+    s.ask_sz = s.bar_book[3];
+    compute_row(bar, s, row, &own);
+    s.bid = now[0];
+    s.ask = now[1];
+    s.bid_sz = now[2];
+    s.ask_sz = now[3];
+  }
   row_ts_ = bar.ts;
   ++counts_[static_cast<std::size_t>(Verdict::row)];
   s.bar_open = kNoBar;
@@ -534,8 +597,16 @@ std::size_t Engine::flush(double* rows, std::uint32_t* row_symbol, std::int64_t*
   if (config_.clock != Clock::bars) return 0;
   std::size_t m = 0;
   for (std::size_t k = 0; k < states_.size(); ++k) {
-    if (states_[k].bar_open == kNoBar) continue;
-    close_bar(states_[k], rows + m * features());
+    SymbolState& s = states_[k];
+    if (s.bar_open == kNoBar) continue;
+    if (config_.bar_kind != BarKind::time && !solid(s)) {  // short of its threshold: dropped
+      s.bar_open = kNoBar;
+      s.bar_size.clear();
+      s.bar_dollar.clear();
+      s.bar_signed.clear();
+      continue;
+    }
+    close_bar(s, rows + m * features());
     row_symbol[m] = static_cast<std::uint32_t>(k);
     row_ts[m++] = row_ts_;
   }
@@ -593,7 +664,9 @@ void Engine::save(std::uint32_t symbol, std::vector<std::int64_t>& ints,
           static_cast<std::int64_t>(s.at_last_ts[2].size()),
           static_cast<std::int64_t>(s.at_last_ts[3].size()),
           s.bar_open,
-          static_cast<std::int64_t>(s.bar_size.size())};
+          static_cast<std::int64_t>(s.bar_size.size()),
+          s.bar_first_ts,
+          s.bar_last_ts};
   for (std::size_t p : s.passed) ints.push_back(static_cast<std::int64_t>(p - head));
   ints.insert(ints.end(), s.mark_ts.begin() + static_cast<std::ptrdiff_t>(head), s.mark_ts.end());
   doubles = {s.bid, s.ask, s.bid_sz, s.ask_sz, s.last_signed, s.prev_mid};
@@ -608,7 +681,10 @@ void Engine::save(std::uint32_t symbol, std::vector<std::int64_t>& ints,
   put(s.base.begin(), s.base.end());
   for (const auto& seen : s.at_last_ts) put(seen.begin(), seen.end());
   doubles.insert(doubles.end(), s.history.begin(), s.history.end());
-  for (double v : {s.bar_first, s.bar_high, s.bar_low, s.bar_last}) doubles.push_back(v);
+  for (double v : {s.bar_first, s.bar_high, s.bar_low, s.bar_last, s.bar_total}) {
+    doubles.push_back(v);
+  }
+  doubles.insert(doubles.end(), s.bar_book.begin(), s.bar_book.end());
   for (const auto* part : {&s.bar_size, &s.bar_dollar, &s.bar_signed}) {
     doubles.insert(doubles.end(), part->begin(), part->end());
   }
@@ -623,7 +699,7 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
                         " (a state saved by an engine of another spec?)");
   };
   // session, last_ts, rows, trades, marks, events at last_ts per kind, open bar and its trades
-  constexpr std::size_t head = 11;
+  constexpr std::size_t head = 13;
   if (n_ints < head + k) fail("too few int64 words");
   const auto marks = static_cast<std::size_t>(ints[4]);
   std::size_t at[4];
@@ -634,7 +710,7 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
   }
   const std::size_t expected = 10 + px_ring_ + square_ring_ + 4 * (row_ring_ + marks + k) +
                                (kValues + 1) * (at[0] + at[1] + at[2] + at[3]) +
-                               config_.history * features() + 4 + 3 * bar_trades;
+                               config_.history * features() + 9 + 3 * bar_trades;
   if (n_doubles != expected) fail("expected " + std::to_string(expected) + " float64 words");
   SymbolState s = fresh();
   s.session = ints[0];
@@ -671,7 +747,12 @@ void Engine::load(std::uint32_t symbol, const std::int64_t* ints, std::size_t n_
   }
   for (float& v : s.history) v = static_cast<float>(*d++);
   s.bar_open = ints[9];
-  for (double* v : {&s.bar_first, &s.bar_high, &s.bar_low, &s.bar_last}) *v = *d++;
+  s.bar_first_ts = ints[11];
+  s.bar_last_ts = ints[12];
+  for (double* v : {&s.bar_first, &s.bar_high, &s.bar_low, &s.bar_last, &s.bar_total}) {
+    *v = *d++;
+  }
+  for (double& v : s.bar_book) v = *d++;
   for (auto* part : {&s.bar_size, &s.bar_dollar, &s.bar_signed}) {
     part->assign(d, d + bar_trades);
     d += bar_trades;

@@ -122,12 +122,17 @@ def test_replay_of_mbp10_events_equals_stored_rows(monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.parametrize(
-    ("bar", "trades"), [("1s", 800), ("100ms", 800), ("1m", 800), ("1h", 3000), ("6h", 3000)]
-)
+    ("bar", "trades"),
+    [
+        ("1s", 800), ("100ms", 800), ("1m", 800), ("1h", 3000), ("6h", 3000),
+        ("volume:50", 800), ("volume:2000", 3000), ("dollar:5000", 800), ("dollar:1e6", 3000),
+    ],
+)  # fmt: skip
 def test_time_bars_built_live_equal_stored_rows(
     bar: str, trades: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Bars of one trade to hundreds (numpy's pairwise sums, blocks and halves)."""
+    """Time, volume and dollar bars of one trade to hundreds (numpy's pairwise sums,
+    blocks and halves)."""
     events = market(quotes=3000 if trades == 800 else 200, trades=trades)
     spec = live_spec("bars", bar)
     ref, ref64 = batch_reference(events, spec, monkeypatch)

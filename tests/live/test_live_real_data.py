@@ -36,6 +36,12 @@ SPECS = {
     "bars": FeatureSpec(
         (*FEATURES["ohlcv"], "signed_volume", "signed_volume_2m"), version=2, clock="bars", bar="1s"
     ),
+    "dollar bars": FeatureSpec(
+        (*FEATURES["ohlcv"], "signed_volume", "signed_volume_2m"),
+        version=2,
+        clock="bars",
+        bar="dollar:50000",
+    ),
 }
 RUNS = [
     *((case, clock) for case in sorted(CASES) if case != "1-minute bars" for clock in SPECS
@@ -45,6 +51,8 @@ RUNS = [
     ("binance capture", "bars"),
     ("dbn mbp-1 + trades", "bars"),
     ("tardis quotes + trades", "bars"),
+    ("binance capture", "dollar bars"),
+    ("dbn mbp-1 + trades", "dollar bars"),
 ]  # fmt: skip
 
 

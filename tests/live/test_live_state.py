@@ -88,11 +88,13 @@ def test_warm_up_replays_the_session_from_its_start() -> None:
     assert_bits_equal(tail.values, whole.values[whole.event >= cut], spec.features)
 
 
-@pytest.mark.parametrize("clock", ["mbp10", "ohlcv", "bars"])
-def test_mid_session_starts_on_the_other_clocks(clock: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("clock", "bar"), [("mbp10", ""), ("ohlcv", ""), ("bars", "1s"), ("bars", "volume:40")]
+)
+def test_mid_session_starts_on_the_other_clocks(clock: str, bar: str, tmp_path: Path) -> None:
     """The book levels' clock, given bars and bars being built (an open bar in the state)."""
     events = {"mbp10": books(), "ohlcv": bars()}.get(clock) or market()
-    spec = live_spec(clock)
+    spec = live_spec(clock, bar)
     batch = batch_of_tables(events, clock)
     whole = LiveEngine(spec, history=8).replay(events)
     for cut in (len(batch) // 3, len(batch) - 5):

@@ -84,12 +84,16 @@ def _ingested(raw: dict[EventKind, pa.Table]) -> dict[EventKind, pa.Table]:
     return kept
 
 
-@pytest.mark.parametrize("clock", ["quotes", "trades", "bars"])
+@pytest.mark.parametrize(
+    ("clock", "bar"), [("quotes", ""), ("trades", ""), ("bars", "1s"), ("bars", "volume:30")]
+)
 @settings(max_examples=60, deadline=None)
 @given(events=streams())
-def test_generated_streams_give_ingest_rows(clock: str, events: list[dict[str, Any]]) -> None:
+def test_generated_streams_give_ingest_rows(
+    clock: str, bar: str, events: list[dict[str, Any]]
+) -> None:
     raw = _tables(events)
-    spec = live_spec(clock)
+    spec = live_spec(clock, bar)
     engine = LiveEngine(spec)
     rows = engine.replay(raw)
     kept = _ingested(raw)

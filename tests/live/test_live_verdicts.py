@@ -73,7 +73,7 @@ def test_null_quote_prices_are_allowed_and_give_nan() -> None:
 
 def test_verdicts_of_a_batch_and_unknown_features() -> None:
     assert [v.name for v in Verdict][:2] == ["ROW", "JOINED"]
-    with pytest.raises(ConfigError, match="only time bars"):
-        LiveEngine(FeatureSpec(("close",), clock="bars", bar="volume:100"))
+    with pytest.raises(ConfigError, match="unknown feature"):
+        LiveEngine(FeatureSpec(("vpin",), clock="bars", bar="volume:100"))
     with pytest.raises(ConfigError, match="history"):
         LiveEngine(SPEC, history=-1)

@@ -121,6 +121,8 @@ class LiveEngine:
             self.history,
             self.session_ns,
             plan.bar_ns,
+            plan.bar_kind,
+            plan.bar_threshold,
             0,
         )
         self._symbols: dict[str, int] = {}

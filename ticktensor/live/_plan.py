@@ -39,6 +39,8 @@ class Plan(NamedTuple):
 
     clock: int
     bar_ns: int
+    bar_kind: int
+    bar_threshold: float
     ops: npt.NDArray[np.uint8]
     windows: npt.NDArray[np.uint8]
     sizes: npt.NDArray[np.int64]
@@ -58,10 +60,6 @@ def plan_of(spec: FeatureSpec) -> Plan:
     if spec.clock not in CLOCKS:
         raise ConfigError(f"clock {spec.clock!r} is not computed live yet; live clocks: {CLOCKS}")
     rule = spec.bar_rule
-    if rule is not None and rule.kind != "time":
-        raise ConfigError(
-            f"bar rule {spec.bar!r}: only time bars are computed live yet, not {rule.kind} bars"
-        )
     ops, windows, sizes = [], [], []
     for name in spec.features:
         base, param = feature_parameter(name, spec.clock)
@@ -85,7 +83,9 @@ def plan_of(spec: FeatureSpec) -> Plan:
         sizes.append(size)
     return Plan(
         CLOCKS.index(spec.clock),
-        0 if rule is None else rule.interval_ns,
+        0 if rule is None or rule.kind != "time" else rule.interval_ns,
+        0 if rule is None else ("time", "volume", "dollar").index(rule.kind),
+        0.0 if rule is None or rule.kind == "time" else float(rule.size),
         np.asarray(ops, dtype=np.uint8),
         np.asarray(windows, dtype=np.uint8),
         np.asarray(sizes, dtype=np.int64),

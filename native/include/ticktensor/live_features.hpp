@@ -100,13 +100,19 @@ struct FeatureOp {
   std::int64_t size;  // N for ret/log_ret/volatility and row windows; ns for time windows
 };
 
+// How the bars clock cuts trades: by time (Config::bar_ns), or every `bar_threshold` of
+// volume or notional (price * size) traded since the session's start.
+enum class BarKind : std::uint8_t { time = 0, volume = 1, dollar = 2 };
+
 struct Config {
   Clock clock;
   std::vector<FeatureOp> features;
   std::size_t history;      // float32 rows kept per symbol for windows (0: none)
   std::int64_t session_ns;  // a symbol's state restarts when ts_event / session_ns (floored)
                             // grows: ingest's sessions are UTC days (0: one session)
-  std::int64_t bar_ns;      // the bars clock: trades cut into time bars of this length
+  std::int64_t bar_ns;      // the bars clock: trades cut into time bars of this length, or
+  BarKind bar_kind;         // into bars of `bar_threshold` volume or dollars traded
+  double bar_threshold;
 };
 
 // The state of one symbol: everything a row needs from the symbol's past events.
@@ -134,9 +140,14 @@ struct SymbolState {
   std::vector<float> history;  // ring of the last `history` rows, float32
   // The bars clock's open bar (bar_open INT64_MIN: none): first, highest, lowest and last
   // price, and its trades' quantities, summed as numpy's add.reduceat when it closes.
-  std::int64_t bar_open;
+  std::int64_t bar_open;  // time bars: the open; volume/dollar bars: the bar's number
   double bar_first, bar_high, bar_low, bar_last;
   std::vector<double> bar_size, bar_dollar, bar_signed;
+  // Volume/dollar bars: the quantity traded in the session so far, the open bar's first
+  // and last trade times, and the book as of its last trade.
+  double bar_total;
+  std::int64_t bar_first_ts, bar_last_ts;
+  std::array<double, 4> bar_book;
 };
 
 class Engine {
@@ -190,6 +201,8 @@ class Engine {
   void compute_row(const Event& e, SymbolState& s, double* row,
                    const std::array<double, 4>* own_given = nullptr);
   void close_bar(SymbolState& s, double* row);
+  bool take_bar_trade(const Event& e, SymbolState& s, bool closed, double* row);
+  bool solid(const SymbolState& s) const;
   void pass_marks(SymbolState& s, std::int64_t ts);
   std::array<double, 4> window_sum(const SymbolState& s, const FeatureOp& f, std::size_t slot,
                                    const std::array<double, 4>& own) const;
