@@ -181,14 +181,18 @@ def assemble(task: AssembleTask) -> AssembleResult:
         if spec is None:
             features_of.close()  # nothing takes them
         else:
-            new_pack = store.pack_writer(
-                session=task.session,
-                feature_names=spec.features,
-                label_names=spec.label_names,
-                layout=task.layout,
-                threads=0,  # the blocks' threads keep the cores busy meanwhile
-            )
-            cleanup.callback(new_pack.close)  # what it stored, unless it finished
+            # Stored feature rows of the session: the blocks' features are merged with
+            # them and written as one pack at the end, and no pack is written as they come.
+            new_pack = None
+            if stored.pack is None and not stored.segments:
+                new_pack = store.pack_writer(
+                    session=task.session,
+                    feature_names=spec.features,
+                    label_names=spec.label_names,
+                    layout=task.layout,
+                    threads=0,  # the blocks' threads keep the cores busy meanwhile
+                )
+                cleanup.callback(new_pack.close)  # what it stored, unless it finished
             pack = _run(
                 writer,
                 _take_features,
@@ -325,7 +329,7 @@ def _take_rows(
 
 def _take_features(
     rows: Handoff[SymbolFeatures | None],
-    pack: PackWriter,
+    pack: PackWriter | None,
     spec: FeatureSpec,
     held: Future[StoredFeatures | None],
 ) -> TakenFeatures:

@@ -114,13 +114,14 @@ class TakenFeatures:
 
 def take_features(
     blocks: Handoff[SymbolFeatures | None],
-    pack: PackWriter,
+    pack: PackWriter | None,
     spec: FeatureSpec,
     held: object | None,
 ) -> TakenFeatures:
     """Append the blocks' feature rows to ``pack`` in order, symbols with rows only
-    (when ``held``, the stored feature rows of the session, is None), else keep them."""
-    if held is not None:
+    (when ``held``, the stored feature rows of the session, is None), else keep them
+    (also without a ``pack``: the session's stored rows are known before they are read)."""
+    if held is not None or pack is None:
         return TakenFeatures(parts=[f for f in blocks if f is not None])
     taken = TakenFeatures(pack=pack)
     for computed in blocks:
