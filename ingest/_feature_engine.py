@@ -154,20 +154,20 @@ def _volatility(r: Rows, n: Param) -> pl.Expr:
     name = f"_volatility_{rows}"
     if name not in r.frame.columns:
         r.shared("_squared_log_return_1", _log_ret(r, 1) * _log_ret(r, 1))
-        squared = r.frame["_squared_log_return_1"].to_numpy().astype(np.float64, copy=False)
-        total = np.zeros(squared.size)
+        terms = r.frame["_squared_log_return_1"].to_numpy().astype(np.float64, copy=False)
+        total = np.zeros(terms.size)
         if r.by is None:
-            for k in range(min(rows, squared.size + 1) - 1, 0, -1):
-                total[k:] += squared[: squared.size - k]
+            for k in range(min(rows, terms.size + 1) - 1, 0, -1):
+                total[k:] += terms[: terms.size - k]
         else:
             series = r.frame[r.by].to_numpy()
             starts = np.flatnonzero(np.diff(series)) + 1
-            first = np.zeros(squared.size, dtype=np.int64)
+            first = np.zeros(terms.size, dtype=np.int64)
             first[starts] = starts
-            position = np.arange(squared.size) - np.maximum.accumulate(first)
-            for k in range(min(rows, squared.size + 1) - 1, 0, -1):
-                total[k:] += np.where(position[k:] >= k, squared[: squared.size - k], 0.0)
-        total += squared
+            position = np.arange(terms.size) - np.maximum.accumulate(first)
+            for k in range(min(rows, terms.size + 1) - 1, 0, -1):
+                total[k:] += np.where(position[k:] >= k, terms[: terms.size - k], 0.0)
+        total += terms
         r.frame = r.frame.with_columns(pl.Series(name, np.sqrt(total), pl.Float64))
     return pl.col(name)
 
