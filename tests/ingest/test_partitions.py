@@ -105,6 +105,8 @@ def test_auto_picks_year_for_daily_bars(tmp_path: Path) -> None:
     assert _sessions(out) == ["2022", "2023", "2024"]
     assert result.rows_stored == len(_weekdays(date(2022, 1, 3), date(2024, 6, 28)))
     assert Store.open(str(out)).version().manifest.attributes["partition"] == "year"
+    again = _run([str(tmp_path / "d.csv")], out)  # the same file again: nothing to write
+    assert not again.published
 
 
 def test_auto_picks_month_for_hourly_bars(tmp_path: Path) -> None:
@@ -252,6 +254,14 @@ def test_windows_span_days_within_a_partition(tmp_path: Path) -> None:
     assert (last - first).max() >= 19 * DAY_NS  # a window spans many days
     pack = Store.open(str(out)).version().pack("2024")
     assert len(ds) <= pack.rows - 20 + 1
+    # Time filters read the rows' times, not the partition's label.
+    march = WindowDataset(
+        str(out), window=5, start=_ns(date(2024, 3, 1)), end=_ns(date(2024, 4, 1))
+    )
+    ts = Store.open(str(out)).version().read_pack(pack).ts  # bar ends: a day after the open
+    assert len(march) == ((ts >= _ns(date(2024, 3, 1))) & (ts < _ns(date(2024, 4, 1)))).sum()
+    assert march.sample_ts.min() >= _ns(date(2024, 3, 1))
+    assert march.sample_ts.max() < _ns(date(2024, 4, 1))
 
 
 def test_verify_info_and_time_travel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
