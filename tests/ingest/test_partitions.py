@@ -304,3 +304,16 @@ def test_migrate_leaves_partitions_and_the_dataloader_reads_them(tmp_path: Path)
     first = batches[0][0] if isinstance(batches[0], (list, tuple)) else batches[0]
     assert isinstance(first, torch.Tensor)
     assert first.shape[1] == 10
+
+
+def test_time_splits_cut_inside_a_partition(tmp_path: Path) -> None:
+    from ticktensor.loaders import time_splits
+
+    out = tmp_path / "store"
+    _run([daily_bars(tmp_path / "d.csv", date(2024, 1, 2), date(2024, 12, 27))], out)
+    ds = WindowDataset(str(out), window=5)
+    cut = _ns(date(2024, 7, 1))
+    train, valid = time_splits(ds, [cut], horizon_ns=10 * DAY_NS, embargo_ns=DAY_NS)
+    assert len(train) > 100 and len(valid) > 100  # noqa: PT018 - both sides of one pack
+    assert (ds.sample_ts[train] + 10 * DAY_NS < cut).all()
+    assert (ds.sample_first_ts[valid] >= cut + DAY_NS).all()
