@@ -279,15 +279,17 @@ def _joined_parts(task: AssembleTask) -> dict[EventKind, list[str]]:
 
     A partition of many days (of data with few rows per day) has a part per day of each
     input file's batch: thousands of parts of a few rows, which the merge would gather
-    from one at a time.
+    from one at a time. Parts of more than ``task.block_rows`` rows in all (a partition
+    of intraday data, chosen explicitly) stay as they are: joining them would copy them.
     """
     parts = {}
     for kind, rels in task.parts.items():
-        if len(rels) == 1:
+        staged = task.staging.read(rels) if len(rels) > 1 else None
+        if staged is None or staged.num_rows > task.block_rows:
             parts[kind] = rels
             continue
-        joined = task.staging.read(rels).combine_chunks()
         task.staging.release(rels)
+        joined = staged.combine_chunks()
         parts[kind] = [task.staging.write_part(kind, task.session, "joined", joined)]
     return parts
 
