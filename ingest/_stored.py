@@ -209,7 +209,7 @@ def carried_rows(job: list[pa.Table], stored: pa.Table) -> pa.Table:
 
 def _day_keys(symbols: pa.ChunkedArray, ts: pa.ChunkedArray) -> pa.ChunkedArray:
     """``symbol|day`` of each row (day: UTC days since the epoch)."""
-    days = pc.divide(ts.cast(pa.int64()), pa.scalar(DAY_NS, pa.int64())).cast(pa.string())
+    days = pa.array(np.asarray(ts.cast(pa.int64()).to_numpy()) // DAY_NS).cast(pa.string())
     return pc.binary_join_element_wise(symbols.cast(pa.string()), days, "|")
 
 
