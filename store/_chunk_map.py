@@ -20,9 +20,19 @@ from ticktensor.errors import StoreCorruptError
 from ._location import Location
 from ._manifest import ZARR_JSON_BYTES, SegmentRecord
 
-__all__ = ["ChunkMap", "StoredChunk", "codec_of", "segment_chunk_map"]
+__all__ = [
+    "CRC_ATTRIBUTE",
+    "ChunkMap",
+    "StoredChunk",
+    "codec_of",
+    "recorded_crcs",
+    "segment_chunk_map",
+]
 
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
+#: The attribute of an array's ``zarr.json`` listing the CRC-32C of each of its chunks'
+#: stored bytes, in chunk order (segments and packs alike).
+CRC_ATTRIBUTE: Final = "chunk_crc32c"
 
 
 @dataclass(frozen=True)
@@ -37,7 +47,7 @@ class StoredChunk:
     ``row_start``, belong to the array. ``codec`` is ``raw``, ``zstd`` or ``blosc``
     (decoded here), ``fill`` (never written: all fill value) or ``zarr`` (codecs only
     zarr-python reads); ``sha256`` hashes the stored bytes when it is recorded, and
-    ``crc32c`` is their CRC-32C when the store records one (packs written with
+    ``crc32c`` is their CRC-32C when the store records one (the array's attribute
     ``chunk_crc32c``): the cheap check every read makes.
     """
 
@@ -116,7 +126,7 @@ def segment_chunk_map(location: Location, record: SegmentRecord, array: str) -> 
     codec = codec_of(meta)
     separator = meta.get("chunk_key_encoding", {}).get("configuration", {}).get("separator", "/")
     fill = codec != "zarr" and bool(record.files) and _is_nan(meta.get("fill_value"))
-    crcs = _recorded_crcs(meta, -(-record.rows // chunk_rows), location.display(rel))
+    crcs = recorded_crcs(meta, -(-record.rows // chunk_rows), f"{location.display(rel)}/zarr.json")
     suffix = f"{separator}0" if len(shape) == 2 else ""
     columns = shape[1] if len(shape) == 2 else 1
     chunks = []
@@ -141,20 +151,32 @@ def segment_chunk_map(location: Location, record: SegmentRecord, array: str) -> 
     return ChunkMap(array, record.rows, chunk_rows, tuple(chunks))
 
 
-def _recorded_crcs(meta: dict[str, Any], chunks: int, where: str) -> list[int | None]:
-    """The CRC-32C of each chunk file that the array's attribute ``chunk_crc32c`` records
-    (``None`` for chunks not written, and for every chunk of segments written before)."""
-    crcs = meta.get("attributes", {}).get("chunk_crc32c")
-    if crcs is None:
+def recorded_crcs(
+    meta: dict[str, Any], chunks: int, where: str, *, required: bool = False
+) -> list[int | None]:
+    """The CRC-32C of each of the array's ``chunks`` chunks that the attribute
+    ``chunk_crc32c`` of its metadata ``meta`` records (``None`` for a chunk not written,
+    and for every chunk of arrays written before CRC-32C were recorded).
+
+    With ``required`` (a pack whose group says it records them) the attribute must be
+    there with a CRC-32C for every chunk. A malformed list is a ``StoreCorruptError``
+    naming ``where`` (the ``zarr.json``).
+    """
+    attributes = meta.get("attributes")
+    crcs = attributes.get(CRC_ATTRIBUTE) if isinstance(attributes, dict) else None
+    if crcs is None and not required:
         return [None] * chunks
     if (
         not isinstance(crcs, list)
         or len(crcs) != chunks
-        or not all(c is None or (type(c) is int and 0 <= c < 1 << 32) for c in crcs)
+        or not all(
+            (c is None and not required) or (type(c) is int and 0 <= c < 1 << 32) for c in crcs
+        )
     ):
+        expected = "" if required else " (or null)"
         raise StoreCorruptError(
-            f"{where}/zarr.json: attribute chunk_crc32c is {crcs!r:.80}, expected one "
-            f"CRC-32C (or null) per each of the {chunks} chunks"
+            f"{where}: attribute {CRC_ATTRIBUTE} is {crcs!r:.80}, expected one "
+            f"CRC-32C{expected} for each of the {chunks} chunks"
         )
     recorded: list[int | None] = crcs
     return recorded

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from ticktensor.errors import SchemaError
 from ticktensor.kernels import crc32c
 
-from ._checksums import CRC_ARRAY, crc_files
+from ._chunk_map import CRC_ATTRIBUTE
 from ._layout import Codec, Layout
 from ._location import Location, safe_component, start_writeback
 from ._manifest import FileEntry, PackRecord, SourceFile, sha256_hex
@@ -427,14 +427,13 @@ class PackWriter:
             attributes={"arrays": list(self._arrays)},
         ):
             put(f"chunk_sha256/{key}", [blob])
-        for key, blob in crc_files({name: chunks.crcs for name, chunks in self._arrays.items()}):
-            put(key, [blob])
         attrs = {
             "ticktensor": {
                 "kind": "pack",
                 "format_version": PACK_FORMAT_VERSION,
-                # Packs that record a CRC-32C per inner chunk (readers without it ignore it).
-                "chunk_checksum": CRC_ARRAY,
+                # Each array's zarr.json lists the CRC-32C of its inner chunks in this
+                # attribute (readers without it ignore both).
+                "chunk_checksum": CRC_ATTRIBUTE,
                 "session": self.session,
                 "feature_names": list(self.feature_names),
                 "label_names": list(self.label_names),
@@ -456,10 +455,13 @@ class PackWriter:
     def _document(
         self, name: str, shape: tuple[int, ...], chunk_rows: int, shard_rows: int
     ) -> bytes:
-        attributes = {
+        names = {
             "values": {"feature_names": list(self.feature_names)},
             "labels": {"label_names": list(self.label_names)},
-        }.get(name)
+        }.get(name, {})
+        # The CRC-32C of every inner chunk's stored bytes, in chunk order: no object of
+        # its own, and covered by the hash the record keeps of this zarr.json.
+        attributes = {**names, CRC_ATTRIBUTE: self._arrays[name].crcs}
         return sharding_document(
             shape,
             self._arrays[name].dtype,

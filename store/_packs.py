@@ -26,8 +26,7 @@ import zarr
 
 from ticktensor.errors import FormatVersionError, SchemaError, StoreCorruptError
 
-from ._checksums import recorded_chunk_crcs
-from ._chunk_map import ChunkMap, StoredChunk, codec_of
+from ._chunk_map import CRC_ATTRIBUTE, ChunkMap, StoredChunk, codec_of, recorded_crcs
 from ._guard import GuardedPackStore
 from ._layout import Layout
 from ._location import Location, safe_component
@@ -73,6 +72,9 @@ class PackIndex:
     shard_rows: int
     #: The pack format the pack was written in (it decides how its content hash is made).
     format_version: int = PACK_FORMAT_VERSION
+    #: Whether each array's ``zarr.json`` lists its inner chunks' CRC-32C (the group's
+    #: ``chunk_checksum``; packs written before CRC-32C were recorded list none).
+    crc32c: bool = False
 
     def rows_of(self, symbol: str) -> tuple[int, int]:
         """Rows ``[lo, hi)`` of ``symbol``; ``KeyError`` when the pack does not hold it."""
@@ -282,8 +284,14 @@ def read_pack_index(location: Location, record: PackRecord) -> PackIndex:
         offsets = np.asarray(attrs["offsets"], dtype=np.int64)
         chunk_rows, shard_rows = int(attrs["chunk_rows"]), int(attrs["shard_rows"])
         format_version = int(attrs["format_version"])
+        checksum = attrs.get("chunk_checksum")
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise StoreCorruptError(f"{where}: pack attributes malformed ({exc!r:.200})") from None
+    if checksum not in (None, CRC_ATTRIBUTE):
+        raise FormatVersionError(
+            f"{where}: the pack records chunk checksums {checksum!r:.60}, this ticktensor "
+            f"reads {CRC_ATTRIBUTE!r}; upgrade ticktensor"
+        )
     if (
         len(symbols) != record.symbols
         or offsets.shape != (len(symbols) + 1,)
@@ -303,7 +311,9 @@ def read_pack_index(location: Location, record: PackRecord) -> PackIndex:
             f"{where}: pack format_version {format_version} is not one this ticktensor "
             f"reads (1..{PACK_FORMAT_VERSION}); upgrade ticktensor"
         )
-    return PackIndex(record, symbols, offsets, chunk_rows, shard_rows, format_version)
+    return PackIndex(
+        record, symbols, offsets, chunk_rows, shard_rows, format_version, checksum is not None
+    )
 
 
 def _symbol_list(value: object, where: str) -> tuple[str, ...]:
@@ -343,7 +353,8 @@ def pack_chunk_map(
 
     Reads the array's ``zarr.json`` and each shard's index (a ranged read at its end);
     checks them against the record; the chunks' hashes come from ``chunk_sha256`` and their
-    CRC-32C from ``chunk_crc32c`` (packs written before it record none).
+    CRC-32C from the array's attribute ``chunk_crc32c`` (required where the group says the
+    pack records them; packs written before record none).
     """
     rel = f"{record.path}/{array}"
     where = f"pack {record.session} array {array!r} ({location.display(rel)})"
@@ -371,9 +382,7 @@ def pack_chunk_map(
     columns = int(np.prod(shape[1:])) if len(shape) > 1 else 1
     hashes = recorded_chunk_hashes(location, record, array)
     n_chunks = -(-record.rows // chunk_rows)
-    crcs = recorded_chunk_crcs(
-        lambda key: _checked_read(location, record, key), record.files, array, n_chunks, where
-    )
+    crcs = recorded_crcs(meta, n_chunks, where, required=index.crc32c)
     per_shard = shard_rows // chunk_rows
     suffix = "/0" * (len(shape) - 1)
     itemsize = 8 if array == "ts" else 4
@@ -417,7 +426,7 @@ def pack_chunk_map(
                     columns=columns,
                     codec=codec,
                     sha256=hashes[k],
-                    crc32c=None if crcs is None else crcs[k],
+                    crc32c=crcs[k],
                 )
             )
     return ChunkMap(array, record.rows, chunk_rows, tuple(chunks))

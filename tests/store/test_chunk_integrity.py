@@ -1,20 +1,28 @@
 """Integrity by default: a loader without ``verify`` never hands out bytes other than those
 committed. Every chunk is checked once, when loaded, against a checksum recorded at write
-time (a pack's ``chunk_crc32c``), or against its sha256 where a store records no checksum."""
+time (the attribute ``chunk_crc32c`` of each array's ``zarr.json``, in packs and segments
+alike), or against its sha256 where a store records no checksum."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import zarr
 import zstandard
 
 from ticktensor.errors import StoreCorruptError
+from ticktensor.kernels import crc32c
 from ticktensor.loaders import WindowDataset
-from ticktensor.store import Layout, Store, StoredChunk, StoreVersion
+from ticktensor.store import FileEntry, Layout, Store, StoredChunk, StoreVersion
 
 from .conftest import make_series, write_pack_of, write_series
 
@@ -48,6 +56,107 @@ def test_an_undamaged_store_reads_with_the_default_check(tmp_path: Path, codec: 
     x, _ = ds.get_batch(np.arange(len(ds)))
     expected = version.read_pack(version.packs[0], verify=True).values
     np.testing.assert_array_equal(x[0], expected[:WINDOW])
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_a_pack_records_its_crc32c_in_its_arrays_metadata_in_no_object_of_its_own(
+    tmp_path: Path, codec: str
+) -> None:
+    """The CRC-32C cost no object: a pack holds its group, its 3 arrays' metadata and
+    shard, and chunk_sha256's metadata and chunk (9 files, as before CRC-32C were
+    recorded); plain zarr-python sees them as an attribute of each array."""
+    version = _store(tmp_path / "s", codec)
+    (pack,) = version.packs
+    folder = tmp_path / "s" / pack.path
+    on_disk = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert (
+        on_disk
+        == sorted(pack.files)
+        == [
+            "chunk_sha256/c/0/0/0",
+            "chunk_sha256/zarr.json",
+            "labels/c/0/0",
+            "labels/zarr.json",
+            "ts/c/0",
+            "ts/zarr.json",
+            "values/c/0/0",
+            "values/zarr.json",
+            "zarr.json",
+        ]
+    )
+    group = zarr.open_group(str(folder), mode="r")
+    assert group.attrs.asdict()["ticktensor"]["chunk_checksum"] == "chunk_crc32c"
+    for array in ("ts", "values", "labels"):
+        chunks = version.chunk_map(pack, array).chunks
+        assert len(chunks) == 10
+        stored = [
+            version.location.read_range(c.rel, c.offset, c.offset + (c.nbytes or 0)) for c in chunks
+        ]
+        recorded = group[array].attrs.asdict()["chunk_crc32c"]
+        assert recorded == [crc32c(s) for s in stored] == [c.crc32c for c in chunks]
+
+
+def _edit_values_meta(root: Path, version: StoreVersion, edit: Callable[[Any], None]) -> bytes:
+    """Rewrite the pack's ``values/zarr.json`` with ``edit`` (given its parsed document);
+    the file's new bytes."""
+    path = root / version.packs[0].path / "values/zarr.json"
+    meta = json.loads(path.read_bytes())
+    edit(meta)
+    path.write_bytes(json.dumps(meta).encode())
+    return path.read_bytes()
+
+
+def test_a_forged_crc32c_list_is_caught_by_its_hash(tmp_path: Path) -> None:
+    """The CRC-32C live in a file the pack's record hashes: a list changed in place is a
+    hash mismatch to every reader and to ``verify``, which names the file."""
+    version = _store(tmp_path / "s", "none")
+
+    def forge(meta: Any) -> None:
+        meta["attributes"]["chunk_crc32c"][3] ^= 1
+
+    _edit_values_meta(tmp_path / "s", version, forge)
+    reopened = Store.open(str(tmp_path / "s")).version()
+    with pytest.raises(StoreCorruptError, match=r"values/zarr\.json\): content hash mismatch"):
+        reopened.chunk_map(reopened.packs[0], "values")
+    with pytest.raises(StoreCorruptError) as info:
+        Store.open(str(tmp_path / "s")).verify()
+    assert [p for p, _ in info.value.problems] == [f"{version.packs[0].path}/values/zarr.json"]
+    assert "pack 2024-01-02 file values/zarr.json: content hash mismatch" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("crcs", "why"),
+    [
+        (None, "is None"),
+        ([1, 2], r"is \[1, 2\]"),
+        ([None] * 10, r"is \[None"),
+        (["0"] * 10, r"is \['0'"),
+        ([1 << 32] * 10, r"is \[4294967296"),
+    ],
+)
+def test_a_pack_that_says_it_records_crc32c_must_list_one_per_chunk(
+    tmp_path: Path, crcs: object, why: str
+) -> None:
+    """A pack whose group says it records CRC-32C is refused when an array lists none (a
+    reader would otherwise check that array's chunks no more), or not one per chunk."""
+    version = _store(tmp_path / "s", "none")
+
+    def edit(meta: Any) -> None:
+        if crcs is None:
+            del meta["attributes"]["chunk_crc32c"]
+        else:
+            meta["attributes"]["chunk_crc32c"] = crcs
+
+    raw = _edit_values_meta(tmp_path / "s", version, edit)
+    (pack,) = version.packs
+    files = {**pack.files, "values/zarr.json": FileEntry(hashlib.sha256(raw).hexdigest(), len(raw))}
+    forged = dataclasses.replace(pack, files=files)  # a record vouching for the file
+    with pytest.raises(
+        StoreCorruptError,
+        match=rf"pack 2024-01-02 array 'values' .*: attribute chunk_crc32c {why}.*, expected "
+        r"one CRC-32C for each of the 10 chunks",
+    ):
+        version.chunk_map(forged, "values")
 
 
 def test_a_flipped_byte_in_a_zstd_chunk_is_named(tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def test_a_log_entry_adding_a_pack_is_small_at_any_number_of_symbols(tmp_path: P
         version = store.commit(packs=[record])
         sizes.append((tmp_path / "s" / f"versions/{version.version:08d}.json").stat().st_size)
     assert sizes[1] < sizes[0] * 1.2, sizes  # the symbols live in the pack, not the log
-    assert len(record.files) <= 11  # 3 arrays, chunk_sha256 and chunk_crc32c: 2 files each
+    assert len(record.files) == 9  # the group; 3 arrays and chunk_sha256: 2 files each
 
 
 def test_rerun_of_an_identical_pack_writes_nothing_and_commits_nothing(tmp_path: Path) -> None:
