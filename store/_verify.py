@@ -8,6 +8,10 @@ A segment's chunk is a file, so a file that fails its hash names the chunk. A pa
 shard holds many inner chunks: when one fails, its index is read from the stored bytes
 and each inner chunk is hashed against the pack's ``chunk_sha256``, so the damaged
 chunks (or the damaged index) are named with their byte ranges.
+
+A chunk that matches its hash must match its recorded CRC-32C too (the check a default
+read makes): a CRC-32C that disagrees with its chunk is named, since readers would
+refuse the chunk.
 """
 
 from __future__ import annotations
@@ -18,9 +22,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ticktensor.errors import StoreCorruptError
+from ticktensor.kernels import crc32c
 
+from ._chunk_map import StoredChunk, segment_chunk_map
 from ._location import Location
-from ._manifest import VERSION_FILE_BYTES, FileEntry, Manifest, PackRecord, sha256_hex
+from ._manifest import (
+    VERSION_FILE_BYTES,
+    ZARR_JSON_BYTES,
+    FileEntry,
+    Manifest,
+    PackRecord,
+    SegmentRecord,
+    sha256_hex,
+)
 from ._packs import (
     HASHED,
     check_pack_folder,
@@ -46,12 +60,12 @@ class VerifyReport:
         return not self.problems
 
 
-_Expected = tuple[str, str, FileEntry, PackRecord | None]
+_Expected = tuple[str, str, FileEntry, SegmentRecord | PackRecord | None]
 
 
 def _expected_files(manifest: Manifest) -> list[_Expected]:
-    """(what, path, entry, pack) for every stored file, ``what`` naming segment and chunk;
-    ``pack`` is the pack a file belongs to."""
+    """(what, path, entry, record) for every stored file, ``what`` naming segment and
+    chunk; ``record`` is the segment or pack a file belongs to."""
     out: list[_Expected] = []
     for seg in manifest.segments:
         for name, entry in seg.files.items():
@@ -60,7 +74,7 @@ def _expected_files(manifest: Manifest) -> list[_Expected]:
                     f"segment {seg.symbol}/{seg.session} chunk {name}",
                     f"{seg.path}/{name}",
                     entry,
-                    None,
+                    seg,
                 )
             )
     for pack in manifest.packs:
@@ -128,6 +142,82 @@ def damaged_chunks(
     return problems
 
 
+class _RecordedCrcs:
+    """The chunks whose CRC-32C a version records, by the file that holds them: read from
+    a record's arrays' metadata when verification reaches its first file. A record whose
+    metadata does not match its hashes gives none (that damage is reported as such)."""
+
+    def __init__(self, location: Location) -> None:
+        self._location = location
+        self._by_record: dict[str, dict[str, list[StoredChunk]]] = {}
+
+    def chunks_in(self, record: SegmentRecord | PackRecord, rel: str) -> list[StoredChunk]:
+        """The chunks stored in the file ``rel`` of ``record`` that have a CRC-32C."""
+        held = self._by_record.get(record.path)
+        if held is None:
+            held = self._by_record[record.path] = self._read(record)
+        return held.get(rel, [])
+
+    def _read(self, record: SegmentRecord | PackRecord) -> dict[str, list[StoredChunk]]:
+        arrays = HASHED if record.label_names else HASHED[:2]
+        try:
+            if isinstance(record, PackRecord):
+                index = read_pack_index(self._location, record)
+                maps = [pack_chunk_map(self._location, record, index, a) for a in arrays]
+            elif all(self._intact(record, f"{a}/zarr.json") for a in arrays):
+                maps = [segment_chunk_map(self._location, record, a) for a in arrays]
+            else:
+                return {}
+        except (OSError, StoreCorruptError):  # reported as damage or as structure
+            return {}
+        held: dict[str, list[StoredChunk]] = {}
+        for chunk_map in maps:
+            for chunk in chunk_map.chunks:
+                if chunk.crc32c is not None:
+                    held.setdefault(chunk.rel, []).append(chunk)
+        return held
+
+    def _intact(self, record: SegmentRecord, key: str) -> bool:
+        """Whether the segment's file ``key`` is listed and matches its hash (a pack's
+        chunk map checks its own)."""
+        entry = record.files.get(key)
+        data = self._location.read_bytes(f"{record.path}/{key}", limit=ZARR_JSON_BYTES)
+        return entry is not None and sha256_hex(data) == entry.sha256
+
+
+def crc_problems(
+    what: str,
+    record: SegmentRecord | PackRecord,
+    rel: str,
+    blob: bytes,
+    chunks: Sequence[StoredChunk],
+) -> list[tuple[str, str]]:
+    """``(rel, why)`` for each of the ``chunks`` stored in the file ``rel`` of ``record``
+    (stored bytes ``blob``, which match their recorded hash) whose recorded CRC-32C is not
+    the chunk's: the metadata that records it matches its hash too, so the CRC-32C was
+    wrong when the record was made, and every default read of the chunk fails."""
+    array = rel.removeprefix(f"{record.path}/").split("/", 1)[0]
+    view = memoryview(blob)  # slices without copying a shard's chunks
+    problems = []
+    for chunk in chunks:
+        end = len(blob) if chunk.nbytes is None else chunk.offset + chunk.nbytes
+        found = crc32c(view[chunk.offset : end])
+        if found != chunk.crc32c:
+            span = (
+                f" chunk {chunk.index} (bytes {chunk.offset}+{end - chunk.offset})"
+                if isinstance(record, PackRecord)
+                else ""
+            )
+            problems.append(
+                (
+                    rel,
+                    f"{what}{span}: crc32c {found:08x} != {chunk.crc32c:08x} recorded in "
+                    f"{array}/zarr.json, and the chunk matches its sha256",
+                )
+            )
+    return problems
+
+
 def structure_problems(
     location: Location, manifest: Manifest, damaged: set[str]
 ) -> list[tuple[str, str]]:
@@ -179,7 +269,8 @@ def verify_manifest(
                 f"manifest sha256 {sha256_hex(data)[:16]} != recorded {manifest_sha256[:16]}",
             )
         )
-    for what, rel, entry, pack in _expected_files(manifest):
+    crcs = _RecordedCrcs(location)
+    for what, rel, entry, record in _expected_files(manifest):
         try:
             blob = location.read_bytes(rel)
         except FileNotFoundError:
@@ -192,6 +283,7 @@ def verify_manifest(
         report.bytes_checked += len(blob)
         digest = sha256_hex(blob)
         if len(blob) != entry.bytes or digest != entry.sha256:
+            pack = record if isinstance(record, PackRecord) else None
             located = [] if pack is None else damaged_chunks(location, pack, rel, blob)
             report.problems.extend(
                 located
@@ -202,6 +294,10 @@ def verify_manifest(
                         f"{entry.bytes} bytes; stored {digest[:16]}..., {len(blob)} bytes)",
                     )
                 ]
+            )
+        elif record is not None:
+            report.problems.extend(
+                crc_problems(what, record, rel, blob, crcs.chunks_in(record, rel))
             )
         if on_file is not None:
             on_file(rel, len(blob))

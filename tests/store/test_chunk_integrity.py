@@ -19,6 +19,7 @@ import pytest
 import zarr
 import zstandard
 
+from ticktensor.cli import main
 from ticktensor.errors import StoreCorruptError
 from ticktensor.kernels import crc32c
 from ticktensor.loaders import WindowDataset
@@ -157,6 +158,71 @@ def test_a_pack_that_says_it_records_crc32c_must_list_one_per_chunk(
         r"one CRC-32C for each of the 10 chunks",
     ):
         version.chunk_map(forged, "values")
+
+
+def _forge_crc32c(root: Path, kind: str, array: str, chunk: int) -> str:
+    """Change the CRC-32C that the latest version's first ``kind`` (``packs`` or
+    ``segments``) records for ``chunk`` of ``array``, and rewrite every hash that vouches
+    for it (the record's entry of the ``zarr.json``, the log entry, the pointer): the
+    chunks still match their sha256, the CRC-32C no longer match the chunk. The key of
+    the forged ``zarr.json`` in the record."""
+    pointer = json.loads((root / "latest.json").read_text())
+    entry = root / pointer["manifest"]
+    doc = json.loads(entry.read_bytes())
+    record = doc[kind][0]
+    meta_path = root / record["path"] / array / "zarr.json"
+    meta = json.loads(meta_path.read_bytes())
+    meta["attributes"]["chunk_crc32c"][chunk] ^= 0x5A5A
+    raw = json.dumps(meta).encode()
+    meta_path.write_bytes(raw)
+    record["files"][f"{array}/zarr.json"] = [hashlib.sha256(raw).hexdigest(), len(raw)]
+    data = json.dumps(doc, sort_keys=True).encode()
+    entry.write_bytes(data)
+    pointer["sha256"] = hashlib.sha256(data).hexdigest()
+    (root / "latest.json").write_text(json.dumps(pointer))
+    return f"{record['path']}/{array}/zarr.json"
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_verify_names_a_chunk_whose_recorded_crc32c_is_not_its_own(
+    tmp_path: Path, codec: str
+) -> None:
+    """Every hash of the pack matches (rewritten), but the CRC-32C recorded for chunk 3 of
+    ``values`` is not that chunk's: ``verify`` names the chunk, as a default read does."""
+    root = tmp_path / "s"
+    version = _store(root, codec)
+    shard = _values_chunk(version, 3).rel
+    _forge_crc32c(root, "packs", "values", 3)
+    with pytest.raises(StoreCorruptError) as info:
+        Store.open(str(root)).verify()
+    message = str(info.value)
+    assert [p for p, _ in info.value.problems] == [shard], message
+    assert re.search(
+        r"pack 2024-01-02 file values/c/0/0 chunk 3 \(bytes \d+\+\d+\): crc32c \w{8} != "
+        r"\w{8} recorded in values/zarr\.json, and the chunk matches its sha256",
+        message,
+    ), message
+    assert main(["verify", str(root), "--quiet"]) == 1
+    with pytest.raises(StoreCorruptError, match=r"chunk 3 of pack 2024-01-02\): crc32c"):
+        _read_everything(Store.open(str(root)).version())
+
+
+def test_verify_names_a_segment_chunk_whose_recorded_crc32c_is_not_its_own(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "s"
+    store = Store.create(str(root), layout=Layout(codec="none", chunk_rows=64))
+    store.commit(segments=[write_series(store, make_series("AAA", 0, rows=300))])
+    _forge_crc32c(root, "segments", "labels", 2)
+    with pytest.raises(StoreCorruptError) as info:
+        Store.open(str(root)).verify()
+    segment = store.version().segments[0].path
+    assert [p for p, _ in info.value.problems] == [f"{segment}/labels/c/2/0"]
+    assert re.search(
+        r"segment AAA/2024-01-02 chunk labels/c/2/0: crc32c \w{8} != \w{8} recorded in "
+        r"labels/zarr\.json, and the chunk matches its sha256",
+        str(info.value),
+    ), str(info.value)
 
 
 def test_a_flipped_byte_in_a_zstd_chunk_is_named(tmp_path: Path) -> None:
