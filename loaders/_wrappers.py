@@ -70,6 +70,8 @@ class FastPath:
         if sampler is None or n == 0:
             return order
         world = int(sampler.num_replicas)
+        if not repeats_samples(sampler):
+            return order  # the ranks share the order as it is, off by one sample at most
         size = n // world * world if sampler.drop_last else -(-n // world) * world
         return order if size == n else order[np.arange(size) % n]
 
@@ -168,6 +170,14 @@ def fast_path(
             "use batch_transform=, which gets each whole batch (x [B, W, F], y [B, L])",
         )
     return _with_sampler(window, sampler)
+
+
+def repeats_samples(sampler: DistributedSampler[Any]) -> bool:
+    """Whether ``sampler`` evens its ranks out as ``DistributedSampler`` does (repeating
+    or dropping samples to a multiple of the world size). Samplers that share the order
+    as it is, with ranks off by one sample (Lightning's ``UnrepeatedDistributedSampler``
+    for ``predict``), say so by a ``total_size`` that is not ``num_samples`` per rank."""
+    return int(sampler.total_size) == int(sampler.num_samples) * int(sampler.num_replicas)
 
 
 def _with_sampler(dataset: WindowDataset, sampler: Any) -> FastPath | SlowPath:

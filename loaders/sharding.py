@@ -35,8 +35,8 @@ class ShardPlan:
       the order (``order[0], order[1], ...``), so every batch is full and a few samples
       are seen twice in the epoch;
     - ``pad=False``: the last step's ``T`` samples are split as evenly as possible,
-      rank ``r`` taking ``[r*T//W, (r+1)*T//W)``: batches on the last step may be
-      smaller (even empty), but every sample of the order is seen exactly once.
+      ``T // W`` per rank and one more for ranks below ``T % W``: batches on the last
+      step may be smaller (even empty), but every sample of the order is seen exactly once.
 
     Parameters
     ----------
@@ -128,10 +128,17 @@ class ShardPlan:
             lo = first + self.rank * self.batch_size
             positions = np.arange(lo, lo + self.batch_size) % n
             return self.order[positions]
-        tail = n - first
-        lo = first + self.rank * tail // self.world_size
-        hi = first + (self.rank + 1) * tail // self.world_size
+        lo, hi = self._tail_share(first, n - first)
         return self.order[lo:hi]
+
+    def _tail_share(self, first: int, tail: int) -> tuple[int, int]:
+        """This rank's positions of a last step of ``tail`` samples starting at ``first``:
+        ``tail // W`` each and one more for the lowest ``tail % W`` ranks, the counts
+        ``DistributedSampler``-style samplers that repeat nothing give (rank ``r`` gets
+        ``len(range(r, N, W))`` samples in the epoch)."""
+        share, extra = divmod(tail, self.world_size)
+        lo = first + self.rank * share + min(self.rank, extra)
+        return lo, lo + share + (self.rank < extra)
 
     def step_ranges(self) -> tuple[Int64s, Int64s]:
         """Every step at once as ``(first, count)``: step ``s`` is this rank's
@@ -143,9 +150,7 @@ class ShardPlan:
         first = starts + self.rank * self.batch_size
         count = np.full(steps, self.batch_size, dtype=np.int64)
         if steps and starts[-1] + size > n and not self.pad:
-            tail = n - int(starts[-1])
-            lo = int(starts[-1]) + self.rank * tail // self.world_size
-            hi = int(starts[-1]) + (self.rank + 1) * tail // self.world_size
+            lo, hi = self._tail_share(int(starts[-1]), n - int(starts[-1]))
             first[-1], count[-1] = lo, hi - lo
         return first, count
 

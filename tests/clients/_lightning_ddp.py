@@ -18,7 +18,7 @@ Each rank writes the ids it trained on, one per line, to
 ``EVAL_SAMPLES`` windows (two ranks share them evenly, but not in whole global steps of
 ``2 * BATCH``), with our loader and with torch's, both built first thing (Lightning gives
 torch's a ``DistributedSampler``): each rank writes the ids it saw to
-``OUT/eval/{ours,torch}-{validate,predict}-rank{R}.txt``. Run by ``test_lightning.py``.
+``OUT/eval/{ours,ours_unpadded,torch}-{validate,predict}-rank{R}.txt``. Run by ``test_lightning.py``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ticktensor.loaders import FastOptions, WindowDataset
 from ticktensor.store import open_store
 
 WINDOW, BATCH, EPOCHS = 4, 8, 2
-EVAL_SAMPLES = 62
+EVAL_SAMPLES = 61
 RESUME_AFTER = 1  # batch index in epoch 1 after which the checkpoint is saved
 
 
@@ -126,6 +126,8 @@ def main() -> None:
     evaluated = Subset(WindowDataset(open_store(url), WINDOW), range(EVAL_SAMPLES))
     eval_loaders = {
         "ours": DataLoader(evaluated, batch_size=BATCH),
+        # Lightning's predict shares samples without repeats; pad=False does the same.
+        "ours_unpadded": DataLoader(evaluated, batch_size=BATCH, fast=FastOptions(pad=False)),
         "torch": torch.utils.data.DataLoader(evaluated, batch_size=BATCH),
     }
     fit(Recorder(out / "datamodule"), datamodule=Windows(url))

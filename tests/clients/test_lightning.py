@@ -276,13 +276,18 @@ def test_end_of_epoch_checkpoint_resumes_with_the_next_epoch(
 
 @pytest.mark.slow
 def test_ddp_validate_and_predict_see_torchs_samples(ddp_run: Path) -> None:
-    """62 samples over 2 ranks: each rank sees 31, every sample once, as with the
-    ``DistributedSampler`` Lightning adds to torch's loader (not whole padded steps)."""
-    for stage in ("validate", "predict"):
+    """61 samples over 2 ranks, as Lightning's samplers share them with torch's loader
+    (not in whole padded steps): ``validate`` pads one sample (31 + 31, as
+    ``DistributedSampler`` does); ``predict`` repeats none (31 + 30), which our loader
+    does with ``FastOptions(pad=False)`` (Lightning does not hand it a sampler)."""
+    for stage, ours, counts in (
+        ("validate", "ours", [31, 31]),
+        ("predict", "ours_unpadded", [31, 30]),
+    ):
         seen = {
             name: [read_ids(ddp_run / "eval" / f"{name}-{stage}-rank{r}.txt") for r in range(2)]
-            for name in ("ours", "torch")
+            for name in (ours, "torch")
         }
-        assert [len(s) for s in seen["ours"]] == [len(s) for s in seen["torch"]] == [31, 31]
+        assert [len(s) for s in seen[ours]] == [len(s) for s in seen["torch"]] == counts
         multiset = {name: Counter(i for s in ranks for i in s) for name, ranks in seen.items()}
-        assert multiset["ours"] == multiset["torch"], stage
+        assert multiset[ours] == multiset["torch"], stage

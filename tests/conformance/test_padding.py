@@ -108,3 +108,27 @@ def test_whole_step_padding_stays_available(dataset: WindowDataset) -> None:
         sizes = {len(ids(b)) for loader in loaders for b in loader}
         assert sizes == {8}
         assert len(loaders[0]) == -(-SIZES[0] // (8 * world))
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+@pytest.mark.parametrize("size", SIZES)
+def test_a_sampler_that_repeats_nothing_is_followed(
+    make_loader: LoaderFactory, dataset: WindowDataset, id_of: list[int], world: int, size: int
+) -> None:
+    """Lightning's ``predict`` under DDP gives the loader an ``UnrepeatedDistributedSampler``
+    (a ``DistributedSampler`` whose ranks may differ by one sample): every sample once,
+    the counts per rank of that sampler, on torch's loader and ours alike."""
+    from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+
+    data = Subset(dataset, range(size))
+    loaders = [
+        make_loader(
+            data,
+            batch_size=8,
+            sampler=UnrepeatedDistributedSampler(data, num_replicas=world, rank=r, shuffle=False),
+        )
+        for r in range(world)
+    ]
+    per_rank = [all_ids(loader) for loader in loaders]
+    assert [len(seen) for seen in per_rank] == [len(range(r, size, world)) for r in range(world)]
+    assert sorted(i for seen in per_rank for i in seen) == sorted(id_of[:size])
