@@ -361,6 +361,7 @@ class LiveEngine:
         ],
         history: int,
         session_ns: int,
+        session_kind: int,
         bar_ns: int,
         bar_kind: int,
         bar_threshold: float,

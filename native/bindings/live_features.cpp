@@ -51,9 +51,10 @@ class LiveEngine {
  public:
   LiveEngine(std::uint8_t clock, In<std::uint8_t> ops, In<std::uint8_t> windows,
              In<std::int64_t> sizes, std::size_t history, std::int64_t session_ns,
-             std::int64_t bar_ns, std::uint8_t bar_kind, double bar_threshold, std::size_t symbols)
-      : engine_(config(clock, ops, windows, sizes, history, session_ns, bar_ns, bar_kind,
-                       bar_threshold),
+             std::uint8_t session_kind, std::int64_t bar_ns, std::uint8_t bar_kind,
+             double bar_threshold, std::size_t symbols)
+      : engine_(config(clock, ops, windows, sizes, history, session_ns, session_kind, bar_ns,
+                       bar_kind, bar_threshold),
                 symbols) {}
 
   std::size_t features() const { return engine_.features(); }
@@ -178,8 +179,13 @@ class LiveEngine {
 
   static tt::live::Config config(std::uint8_t clock, const In<std::uint8_t>& ops,
                                  const In<std::uint8_t>& windows, const In<std::int64_t>& sizes,
-                                 std::size_t history, std::int64_t session_ns, std::int64_t bar_ns,
+                                 std::size_t history, std::int64_t session_ns,
+                                 std::uint8_t session_kind, std::int64_t bar_ns,
                                  std::uint8_t bar_kind, double bar_threshold) {
+    if (session_kind > 2) {
+      throw tt::ArgumentError("session_kind: expected 0 (fixed), 1 (month) or 2 (year), got " +
+                              std::to_string(session_kind));
+    }
     if (bar_kind > 2) {
       throw tt::ArgumentError("bar_kind: expected 0 (time), 1 (volume) or 2 (dollar), got " +
                               std::to_string(bar_kind));
@@ -192,9 +198,14 @@ class LiveEngine {
     const std::size_t f = ops.shape(0);
     expect("windows", windows.shape(0), f);
     expect("sizes", sizes.shape(0), f);
-    tt::live::Config c{
-        static_cast<tt::live::Clock>(clock),      {},           history, session_ns, bar_ns,
-        static_cast<tt::live::BarKind>(bar_kind), bar_threshold};
+    tt::live::Config c;
+    c.clock = static_cast<tt::live::Clock>(clock);
+    c.history = history;
+    c.session_ns = session_ns;
+    c.session_kind = static_cast<tt::live::SessionKind>(session_kind);
+    c.bar_ns = bar_ns;
+    c.bar_kind = static_cast<tt::live::BarKind>(bar_kind);
+    c.bar_threshold = bar_threshold;
     for (std::size_t j = 0; j < f; ++j) {
       if (ops.data()[j] > static_cast<std::uint8_t>(tt::live::Op::depth_imbalance) ||
           windows.data()[j] > 2) {
@@ -263,9 +274,9 @@ void bind_live_features(nb::module_& m) {
   nb::class_<LiveEngine>(m, "LiveEngine",
                          "Per-symbol live feature state (see ticktensor.live); not for direct use.")
       .def(nb::init<std::uint8_t, In<std::uint8_t>, In<std::uint8_t>, In<std::int64_t>, std::size_t,
-                    std::int64_t, std::int64_t, std::uint8_t, double, std::size_t>(),
-           "clock"_a, "ops"_a, "windows"_a, "sizes"_a, "history"_a, "session_ns"_a, "bar_ns"_a,
-           "bar_kind"_a, "bar_threshold"_a, "symbols"_a)
+                    std::int64_t, std::uint8_t, std::int64_t, std::uint8_t, double, std::size_t>(),
+           "clock"_a, "ops"_a, "windows"_a, "sizes"_a, "history"_a, "session_ns"_a,
+           "session_kind"_a, "bar_ns"_a, "bar_kind"_a, "bar_threshold"_a, "symbols"_a)
       .def_prop_ro("features", &LiveEngine::features, "Number of features per row.")
       .def_prop_ro("symbols", &LiveEngine::symbols, "Number of symbols.")
       .def("add_symbol", &LiveEngine::add_symbol, "A new symbol; returns its number.")

@@ -29,6 +29,25 @@ std::int64_t floor_to(std::int64_t ts, std::int64_t size) {
   return ts - r;
 }
 
+// The session of a time: fixed lengths, or the UTC month (year * 12 + month) or year.
+std::int64_t session_of(std::int64_t ts, std::int64_t length, SessionKind kind) {
+  constexpr std::int64_t day_ns = 86'400LL * 1'000'000'000LL;
+  const std::int64_t size = kind == SessionKind::fixed ? length : day_ns;
+  std::int64_t unit = ts / size;
+  if (ts % size < 0) --unit;
+  if (kind == SessionKind::fixed) return unit;
+  // Days since 1970-01-01 to the civil year and month (Howard Hinnant's days_to_civil).
+  const std::int64_t z = unit + 719468;
+  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const std::int64_t doe = z - era * 146097;
+  const std::int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const std::int64_t mp = (5 * doy + 2) / 153;
+  const std::int64_t month = mp < 10 ? mp + 3 : mp - 9;
+  const std::int64_t year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  return kind == SessionKind::year ? year : year * 12 + (month - 1);
+}
+
 // numpy's pairwise summation (the float64 add loop of a reduction): 8 accumulators up to
 // 128 terms, halves beyond.
 double pairwise(const double* a, std::size_t n) {
@@ -457,12 +476,12 @@ Verdict Engine::push(const Event& e, double* row) {
   SymbolState& s = states_[e.symbol];
   const bool bars = config_.clock == Clock::bars;
   bool closed = false;  // the bars clock: the event closed the open bar
-  if (config_.session_ns > 0 && e.ts >= s.last_ts) {
+  const bool sessions = config_.session_ns > 0 || config_.session_kind != SessionKind::fixed;
+  if (sessions && e.ts >= s.last_ts) {
     // A new session starts from nothing, as ingest computes each session on its own.
     const std::int64_t open =
         e.kind == EventKind::bar ? e.ts - static_cast<std::int64_t>(e.v[7]) : e.ts;
-    std::int64_t session = open / config_.session_ns;
-    if (open % config_.session_ns < 0) --session;
+    const std::int64_t session = session_of(open, config_.session_ns, config_.session_kind);
     if (session > s.session) {
       // The previous session's last bar: a time bar closes; a volume or dollar bar short
       // of its threshold is dropped, as ingest drops it.

@@ -10,7 +10,7 @@ import pytest
 from ticktensor.ingest import IngestOptions, ingest
 from ticktensor.ingest.readers import ReadOptions
 from ticktensor.live import DAY_NS, LiveEngine, read_events, session_events
-from ticktensor.schemas import FeatureSpec
+from ticktensor.schemas import EventKind, FeatureSpec
 
 from .conftest import COMMON, FEATURES, assert_bits_equal, by_symbol
 
@@ -110,3 +110,29 @@ def test_vendor_files_read_as_a_feed_give_every_sessions_rows(feed: str, tmp_pat
         np.testing.assert_array_equal(rows.ts[order], stored.ts)
         assert_bits_equal(rows.values[order], stored.values, spec.features)
     assert sum(version.read_pack(p).ts.size for p in version.packs) == rows.ts.size
+
+
+@pytest.mark.parametrize("partition", ["day", "month", "year"])
+def test_a_feed_spanning_partitions_gives_each_partitions_rows(
+    partition: str, tmp_path: Path
+) -> None:
+    """Sessions are the store's partition: a month of 1-minute bars stored by day, month
+    or year, read back as a feed, restarts its state where the partition does."""
+    path = DATA / "bars/btc-perp-20211231-20220201_1m.csv"
+    if not path.exists():
+        pytest.skip("the 1-minute bars sample is not here")
+    spec = SPECS["ohlcv"]
+    options = IngestOptions(
+        spec=spec, workers=1, read=ReadOptions(symbol="BTC-PERP"), partition=partition
+    )  # type: ignore[arg-type]
+    version = ingest([str(path)], str(tmp_path / "store"), options, progress=False).version
+    engine = LiveEngine.for_version(version)
+    read = ReadOptions(kind=EventKind.OHLCV, symbol="BTC-PERP")
+    rows = engine.replay(read_events([path], read))
+    opened = np.datetime_as_string((rows.ts - 60 * 10**9).astype("datetime64[ns]"), unit="D")
+    assert len(version.packs) == {"day": 33, "month": 3, "year": 2}[partition]
+    for pack in version.packs:
+        stored = version.read_pack(pack)
+        mine = np.char.startswith(opened, pack.session)
+        np.testing.assert_array_equal(rows.ts[mine], stored.ts)
+        assert_bits_equal(rows.values[mine], stored.values, spec.features)

@@ -82,9 +82,10 @@ class LiveEngine:
         Rows kept per symbol for :meth:`window` (0: none).
     stats
         The store's feature statistics, for normalized windows.
-    session_ns
-        Sessions are ``ts_event // session_ns`` (ingest's: UTC days); a symbol's state
-        restarts with its first event of a new session. 0: one session.
+    session
+        How sessions are cut, as the store's partition: ``"day"`` (UTC days of
+        ``ts_event``, ingest's default), ``"month"``, ``"year"``, or a length in ns (0:
+        one session). A symbol's state restarts with its first event of a new session.
 
     Examples
     --------
@@ -103,14 +104,20 @@ class LiveEngine:
         *,
         history: int = 0,
         stats: FeatureStats | None = None,
-        session_ns: int = DAY_NS,
+        session: str | int = "day",
     ) -> None:
         if history < 0:
             raise ConfigError(f"history must be >= 0 rows, got {history}")
         self.spec = spec
         self.history = int(history)
         self.stats = stats
-        self.session_ns = int(session_ns)
+        kinds = {"day": (DAY_NS, 0), "month": (0, 1), "year": (0, 2)}
+        if isinstance(session, str) and session not in kinds:
+            raise ConfigError(f"session {session!r} is not one of {list(kinds)} or a length in ns")
+        if not isinstance(session, str) and session < 0:
+            raise ConfigError(f"session length must be >= 0 ns, got {session}")
+        self.session = session
+        session_ns, session_kind = kinds[session] if isinstance(session, str) else (session, 0)
         self._scale = None if stats is None else _scale(stats, spec.features)
         plan = plan_of(spec)
         self._native = _native.LiveEngine(
@@ -119,7 +126,8 @@ class LiveEngine:
             plan.windows,
             plan.sizes,
             self.history,
-            self.session_ns,
+            session_ns,
+            session_kind,
             plan.bar_ns,
             plan.bar_kind,
             plan.bar_threshold,
@@ -132,8 +140,16 @@ class LiveEngine:
 
     @classmethod
     def for_version(cls, version: StoreVersion, *, history: int = 0) -> LiveEngine:
-        """An engine for the spec and statistics ``version`` was built with."""
-        return cls(spec_of(version), version.symbols, history=history, stats=version.stats)
+        """An engine for the spec, statistics and partition (sessions) ``version`` was
+        built with."""
+        partition = str(version.manifest.attributes.get("partition", "day"))
+        return cls(
+            spec_of(version),
+            version.symbols,
+            history=history,
+            stats=version.stats,
+            session=partition,
+        )
 
     @property
     def symbols(self) -> tuple[str, ...]:
@@ -277,7 +293,7 @@ class LiveEngine:
             "format": _STATE_FORMAT,
             "spec": self.spec.to_dict(),
             "history": self.history,
-            "session_ns": self.session_ns,
+            "session": self.session,
             "symbols": list(self._symbols),
             "counts": [int(c) for c in self._native.counts()],
         }
@@ -319,7 +335,7 @@ class LiveEngine:
             meta["symbols"],
             history=int(meta["history"]),
             stats=stats,
-            session_ns=int(meta["session_ns"]),
+            session=meta["session"],
         )
         ints, floats = state["ints"], state["floats"]
         io, fo = state["int_offsets"], state["float_offsets"]

@@ -100,6 +100,10 @@ struct FeatureOp {
   std::int64_t size;  // N for ret/log_ret/volatility and row windows; ns for time windows
 };
 
+// How sessions (ingest's partitions) are cut: every session_ns, or by UTC calendar month or
+// year of ts_event.
+enum class SessionKind : std::uint8_t { fixed = 0, month = 1, year = 2 };
+
 // How the bars clock cuts trades: by time (Config::bar_ns), or every `bar_threshold` of
 // volume or notional (price * size) traded since the session's start.
 enum class BarKind : std::uint8_t { time = 0, volume = 1, dollar = 2 };
@@ -107,11 +111,12 @@ enum class BarKind : std::uint8_t { time = 0, volume = 1, dollar = 2 };
 struct Config {
   Clock clock;
   std::vector<FeatureOp> features;
-  std::size_t history;      // float32 rows kept per symbol for windows (0: none)
-  std::int64_t session_ns;  // a symbol's state restarts when ts_event / session_ns (floored)
-                            // grows: ingest's sessions are UTC days (0: one session)
-  std::int64_t bar_ns;      // the bars clock: trades cut into time bars of this length, or
-  BarKind bar_kind;         // into bars of `bar_threshold` volume or dollars traded
+  std::size_t history;       // float32 rows kept per symbol for windows (0: none)
+  std::int64_t session_ns;   // a symbol's state restarts when ts_event / session_ns (floored)
+                             // grows: ingest's sessions are UTC days (0: one session)...
+  SessionKind session_kind;  // ...or calendar months or years (UTC) of ts_event
+  std::int64_t bar_ns;       // the bars clock: trades cut into time bars of this length, or
+  BarKind bar_kind;          // into bars of `bar_threshold` volume or dollars traded
   double bar_threshold;
 };
 
