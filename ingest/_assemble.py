@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -282,16 +283,25 @@ def _joined_parts(task: AssembleTask) -> dict[EventKind, list[str]]:
     from one at a time. Parts of more than ``task.block_rows`` rows in all (a partition
     of intraday data, chosen explicitly) stay as they are: joining them would copy them.
     """
-    parts = {}
+    parts: dict[EventKind, list[str]] = {}
     for kind, rels in task.parts.items():
-        staged = task.staging.read(rels) if len(rels) > 1 else None
-        if staged is None or staged.num_rows > task.block_rows:
-            parts[kind] = rels
-            continue
-        task.staging.release(rels)
-        joined = staged.combine_chunks()
-        parts[kind] = [task.staging.write_part(kind, task.session, "joined", joined)]
+        parts[kind] = []
+        # One part per input file: a part's rows come from one file (see _merge).
+        for tag, of_file in itertools.groupby(rels, key=_file_tag):
+            group = list(of_file)
+            staged = task.staging.read(group) if len(group) > 1 else None
+            if staged is None or staged.num_rows > task.block_rows:
+                parts[kind] += group
+                continue
+            task.staging.release(group)
+            joined = staged.combine_chunks()
+            parts[kind].append(task.staging.write_part(kind, task.session, tag, joined))
     return parts
+
+
+def _file_tag(rel: str) -> str:
+    """The input file's tag of a staged part (``<file>-<batch>.arrow``)."""
+    return rel.rsplit("/", 1)[-1].split("-", 1)[0]
 
 
 def _carry(

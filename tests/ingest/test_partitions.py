@@ -317,3 +317,16 @@ def test_time_splits_cut_inside_a_partition(tmp_path: Path) -> None:
     assert len(train) > 100 and len(valid) > 100  # noqa: PT018 - both sides of one pack
     assert (ds.sample_ts[train] + 10 * DAY_NS < cut).all()
     assert (ds.sample_first_ts[valid] >= cut + DAY_NS).all()
+
+
+def test_files_of_one_partition_keep_their_own_accounting(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    a = daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 6, 28), ("AAA",))
+    b = daily_bars(tmp_path / "b.csv", date(2024, 1, 2), date(2024, 3, 29), ("BBB",))
+    result = _run([a, b], out)
+    rows = {Path(f.file).name: f.rows_stored for f in result.files}
+    assert rows == {
+        "a.csv": len(_weekdays(date(2024, 1, 2), date(2024, 6, 28))),
+        "b.csv": len(_weekdays(date(2024, 1, 2), date(2024, 3, 29))),
+    }
+    assert _sessions(out) == ["2024"]
