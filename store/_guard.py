@@ -5,8 +5,10 @@ Every file of a segment is listed in its manifest record with a size and a sha25
 file zarr asks for: a listed file must exist with its recorded size (a missing chunk
 would otherwise read silently as fill values), an unlisted one must not exist, metadata
 (``zarr.json``) must match its hash, and a compressed chunk must not declare more
-decoded bytes than a chunk of the segment holds (no decompression bombs). With
-``verify_chunks`` every chunk is hashed too. Failures raise
+decoded bytes than a chunk of the segment holds (no decompression bombs), and a chunk
+must match the CRC-32C its array records (segments written before CRC-32C were recorded:
+checked only with ``verify_chunks``). With ``verify_chunks`` every chunk is hashed
+instead. Failures raise
 :class:`~ticktensor.errors.StoreCorruptError` naming the segment and the chunk.
 
 A pack's arrays are sharded: one object holds many inner chunks, which zarr reads as
@@ -83,7 +85,9 @@ class GuardedStore(WrapperStore[Any]):
     """A read-only zarr store that checks each file against a segment's manifest record.
 
     ``limits`` maps an array name (``ts``, ``values``, ``labels``) to the decoded size
-    of one of its chunks; ``where`` names the segment in messages.
+    of one of its chunks; ``where`` names the segment in messages. ``crcs`` maps a chunk
+    file's key to its recorded CRC-32C: the reader fills it once zarr has read the
+    arrays' metadata through this guard (the guard's views share it).
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class GuardedStore(WrapperStore[Any]):
         limits: Mapping[str, int] | None = None,
         where: str = "segment",
         verify_chunks: bool = False,
+        crcs: dict[str, int] | None = None,
     ) -> None:
         super().__init__(store)
         self._files = dict(files or {})
@@ -102,6 +107,7 @@ class GuardedStore(WrapperStore[Any]):
         self._limits = dict(limits or {})
         self._where = where
         self._verify = verify_chunks
+        self._crcs = {} if crcs is None else crcs  # not copied: filled after opening
 
     def _with_store(self, store: Any) -> Self:
         """This guard, with every check it makes, around another store (zarr asks for
@@ -140,6 +146,11 @@ class GuardedStore(WrapperStore[Any]):
             limit = self._limits.get(key.split("/", 1)[0])
             if limit is not None:
                 why = check_frame(data, self._codec, limit)
+            crc = self._crcs.get(key)
+            if why is None and not self._verify and crc is not None:
+                found = crc32c(data)
+                if found != crc:
+                    why = f"crc32c {found:08x} != {crc:08x} recorded when the chunk was written"
         if why is not None:
             raise StoreCorruptError(f"{self._where} chunk {key}: {why}", [(key, why)])
 

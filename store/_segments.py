@@ -14,7 +14,7 @@ import zarr
 
 from ticktensor.errors import SchemaError, StoreCorruptError
 
-from ._chunk_map import StoredChunk, codec_of
+from ._chunk_map import StoredChunk, codec_of, recorded_crcs
 from ._guard import GuardedStore, decode_chunk
 from ._layout import Layout
 from ._location import Location, safe_component
@@ -225,7 +225,8 @@ def open_segment(
 
     The group must stay inside the store (no symlinks), its metadata must match the
     manifest's hashes and describe the record's shape, dtype, chunking and codec; each
-    chunk is then checked as it is read (see :class:`GuardedStore`).
+    chunk is then checked as it is read (see :class:`GuardedStore`), against the CRC-32C
+    its array's metadata records (its sha256 with ``verify_chunks``).
     """
     where = f"segment {record.symbol}/{record.session} ({location.display(record.path)})"
     refuse_links(location, record.path, where)
@@ -240,6 +241,7 @@ def open_segment(
         "labels": ((record.rows, len(record.label_names)), (rows, len(record.label_names))),
     }
     limits = {name: int(np.prod(s[1])) * (8 if name == "ts" else 4) for name, s in shapes.items()}
+    crcs: dict[str, int] = {}
     store = GuardedStore(
         location.zarr_store(record.path, read_only=True),
         files=record.files,
@@ -247,6 +249,7 @@ def open_segment(
         limits=limits,
         where=f"segment {record.symbol}/{record.session}",
         verify_chunks=verify_chunks,
+        crcs=crcs,
     )
     try:
         group = zarr.open_group(store, mode="r")
@@ -268,6 +271,17 @@ def open_segment(
         _check_array(array, name, shape, chunks, dtype, layout, where)
     if record.label_names and "labels" not in arrays:
         raise StoreCorruptError(f"{where}: array 'labels' is missing")
+    # The CRC-32C from the metadata zarr read through the guard (hash-checked above).
+    for name, array in arrays.items():
+        recorded = recorded_crcs(
+            {"attributes": array.attrs.asdict()},
+            -(-record.rows // rows),
+            f"{where} array {name!r}",
+        )
+        tail = (0,) * (array.ndim - 1)
+        for k, crc in enumerate(recorded):
+            if crc is not None:
+                crcs[f"{name}/{array.metadata.encode_chunk_key((k, *tail))}"] = crc
     return SegmentArrays(ts=arrays["ts"], values=arrays["values"], labels=arrays.get("labels"))
 
 

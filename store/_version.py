@@ -237,9 +237,10 @@ class StoreVersion:
         """Read a whole segment into memory.
 
         Every file read is checked against the manifest (see :class:`GuardedStore`):
-        missing, resized, unlisted or over-large chunks raise
+        missing, resized, unlisted or over-large chunks, and chunks that do not match
+        the CRC-32C their array records, raise
         :class:`~ticktensor.errors.StoreCorruptError` naming the chunk. With
-        ``verify=True`` each chunk's sha256 is checked as well, and the decoded arrays are
+        ``verify=True`` each chunk's sha256 is checked instead, and the decoded arrays are
         hashed again against the segment's content hash.
         """
         arrays = open_segment(self._location, record, verify_chunks=verify)

@@ -332,3 +332,28 @@ def test_new_segments_record_a_crc32c_per_chunk(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(StoreCorruptError, match=rf"{re.escape(str(path))}: crc32c \w+ != \w+"):
         _read_everything(version)
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_read_segment_checks_each_chunk_by_default(tmp_path: Path, codec: str) -> None:
+    """A segment read whole through zarr-python (behind the chunk guard) checks each chunk
+    file against its CRC-32C, as ``read_pack`` does, before zarr decodes it."""
+    store = Store.create(str(tmp_path / "s"), layout=Layout(codec=codec, chunk_rows=64))
+    store.commit(segments=[write_series(store, make_series("AAA", 0, rows=300))])
+    version = store.version()
+    (segment,) = version.segments
+    expected = version.read_segment(segment).values
+    path = tmp_path / "s" / version.chunk_map(segment, "values").chunks[2].rel
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # a raw float, or a byte inside the zstd frame
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        StoreCorruptError,
+        match=r"segment AAA/2024-01-02 chunk values/c/2/0: crc32c \w{8} != \w{8} recorded",
+    ):
+        version.read_segment(segment)
+    with pytest.raises(StoreCorruptError, match=r"values/c/2/0: content hash mismatch"):
+        version.read_segment(segment, verify=True)
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    np.testing.assert_array_equal(version.read_segment(segment).values, expected)
