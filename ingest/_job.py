@@ -464,7 +464,8 @@ def _partition(current: StoreVersion, options: IngestOptions, files: list[FileRe
     recorded: its sessions are days.
     """
     recorded = current.manifest.attributes.get("partition")
-    if recorded is None and (current.packs or current.segments):
+    events = (t for t in current.tables if t.kind != "quarantine")
+    if recorded is None and (current.packs or current.segments or next(events, None)):
         recorded = "day"
     days = [d for f in files for d in f.days]
     return choose_partition(options.partition, days, stored=recorded)

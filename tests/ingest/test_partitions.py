@@ -235,13 +235,18 @@ def test_recorded_partition_is_reused_and_a_conflicting_one_refused(tmp_path: Pa
 
 
 def test_a_store_without_a_recorded_partition_keeps_days(tmp_path: Path) -> None:
-    out = tmp_path / "store"
-    _run([minute_bars(tmp_path / "m.csv", date(2024, 1, 2), days=1)], out, interval=60 * 10**9)
     # A store written before partitions were recorded: its sessions are days.
-    store = Store.open(str(out))
-    v = store.version()
-    attributes = {k: a for k, a in v.manifest.attributes.items() if k != "partition"}
-    assert "partition" not in attributes
+    out = tmp_path / "store"
+    store = Store.create(str(out))
+    src = daily_bars(tmp_path / "old.csv", date(2023, 12, 1), date(2023, 12, 1))
+    table = _run([src], tmp_path / "scratch").version
+    old = table.read_table(next(t for t in table.tables if t.kind == "ohlcv"))
+    record = store.write_table(kind="ohlcv", symbol="AAA", session="2023-12-01", table=old)
+    store.commit(tables=[record], message="an older ticktensor's day")
+    assert "partition" not in store.version().manifest.attributes
+    _run([daily_bars(tmp_path / "d.csv", date(2024, 1, 2), date(2024, 3, 29))], out)
+    assert _sessions(out)[:2] == ["2024-01-02", "2024-01-03"]
+    assert Store.open(str(out)).version().manifest.attributes["partition"] == "day"
     assert choose_partition("auto", [("2024-01-02", 1, 1)], stored="day") == "day"
 
 
