@@ -86,6 +86,11 @@ def choose_partition(
     the store's recorded partition is a :class:`ConfigError`.
     """
     if stored is not None:
+        if stored not in get_args(Partition):
+            raise ConfigError(
+                f"the store records partition {stored!r}, which is none of "
+                f"{list(get_args(Partition))}: it was written by another program"
+            )
         if choice not in ("auto", stored):
             raise ConfigError(
                 f"the store's partition is {stored!r} (recorded by its first ingest), and "

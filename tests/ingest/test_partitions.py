@@ -133,6 +133,8 @@ def test_auto_picks_day_for_a_wide_minute_universe() -> None:
     assert choose_partition("auto", few) == "year"
     assert choose_partition("auto", few[:1]) == "day"  # one day says nothing
     assert choose_partition("month", days) == "month"
+    with pytest.raises(ConfigError, match="'week'"):
+        choose_partition("auto", days, stored="week")
 
 
 def test_explicit_partition_overrides_auto(tmp_path: Path) -> None:
