@@ -219,7 +219,7 @@ def _h2d_cuda(
     slot = Slot((workload.batch, workload.window, workload.features), (workload.batch, 1), True)
     # The copy a host-pinned loader on this GPU delivers its batches with.
     gpu = torch.device("cuda", torch.cuda.current_device())
-    delivery = Delivery.build(dataset, FastOptions(device=gpu), pin_memory=True).copy
+    delivery = Delivery.build(dataset, FastOptions(device=gpu), True, gpu).copy
     nbytes = slot.x.nbytes + slot.y.nbytes
     # The loader's copies against plain pinned copies of the same size, both issued back
     # to back and synchronized once at the end (as batches stream), not one by one.

@@ -29,7 +29,7 @@ from .dataset import WindowDataset
 from .options import FastOptions
 from .sharding import ShardPlan
 
-__all__ = ["BatchSource", "Delivery", "Slot", "open_batch_source"]
+__all__ = ["BatchSource", "Deliveries", "Delivery", "Slot", "open_batch_source"]
 
 _threads = itertools.count()
 
@@ -55,7 +55,7 @@ class BatchSource(Protocol):
 
 @dataclass
 class Delivery:
-    """Where a loader's batches go, set up once per loader (and again after unpickling).
+    """Where a pass's batches go (see :class:`Deliveries` for when it is built).
 
     ``copy`` turns a filled host slot into the consumer's tensors (zero-copy for the
     host, an asynchronous copy for CUDA); ``device_chunks`` is the device-resident
@@ -73,18 +73,22 @@ class Delivery:
     fences: Fences | None = None
 
     @classmethod
-    def build(cls, dataset: WindowDataset, options: FastOptions, pin_memory: bool) -> Delivery:
-        """Check the options against ``dataset`` and allocate what delivery needs."""
-        device = resolve_device(options.device)
+    def build(
+        cls,
+        dataset: WindowDataset,
+        options: FastOptions,
+        pin_memory: bool,
+        device: torch.device | None = None,
+    ) -> Delivery:
+        """Allocate what delivery to ``device`` (resolved: ``cuda:N``, the CPU or
+        ``None``) needs, on the consumer's thread when a pass starts."""
         dali, resident = options.dali, options.resident
         on_cuda = device is not None and device.type == "cuda"
         copy: Deliver = host_delivery
         if on_cuda and dali is None and resident is None:
             assert device is not None  # on_cuda says so
             copy = CudaDelivery(device)
-        cuda = torch.cuda.is_available()
-        pin = bool(cuda and (pin_memory or on_cuda) and resident is None)
-        memory = "pinned" if pin else "pageable" if cuda else "pageable (no CUDA)"
+        pin, memory = _host_memory(pin_memory, on_cuda, resident is not None)
         device_chunks = None
         if resident is not None:
             # FastOptions refuses residency without a device, and "auto" resolves to one.
@@ -109,6 +113,56 @@ class Delivery:
     def receive(self) -> Any:
         """What the consumer thread calls on each CUDA-copied batch (``None`` otherwise)."""
         return self.copy.receive if isinstance(self.copy, CudaDelivery) else None
+
+
+class Deliveries:
+    """A loader's :class:`Delivery`, built when a pass starts for the device found then.
+
+    Building a loader and unpickling it call no CUDA function: the device (a bare
+    ``cuda`` or ``"auto"``) is resolved on the consumer's thread at the start of each
+    pass (:func:`~ticktensor.loaders._devices.resolve_device`), and the delivery for it
+    (copy stream, pinned-buffer fences, DALI pipeline) is built then and kept while the
+    device stays the same. Device-resident chunks are the exception: the loader's order
+    depends on how many fit, so residency resolves its device when the loader is built.
+    """
+
+    def __init__(self, dataset: WindowDataset, options: FastOptions, pin_memory: bool) -> None:
+        self._dataset, self._options, self._pin_memory = dataset, options, pin_memory
+        self._built: Delivery | None = None
+        if options.resident is not None:
+            self.for_pass()
+
+    def for_pass(self) -> Delivery:
+        """The delivery of a pass that starts now, on the consumer's thread."""
+        device = resolve_device(self._options.device)
+        built = self._built
+        if built is None or built.device != device:
+            built = Delivery.build(self._dataset, self._options, self._pin_memory, device)
+            self._built = built
+        return built
+
+    @property
+    def last(self) -> Delivery | None:
+        """The delivery of the latest pass (``None`` before the first)."""
+        return self._built
+
+    def reported(self) -> Delivery:
+        """The latest pass's delivery, for statistics (a placeholder before the first)."""
+        if self._built is not None:
+            return self._built
+        options = self._options
+        target = options.device
+        on_cuda = target == "auto" or (isinstance(target, torch.device) and target.type == "cuda")
+        pin, memory = _host_memory(self._pin_memory, on_cuda, options.resident is not None)
+        return Delivery(host_delivery, pin=pin, memory=memory)
+
+
+def _host_memory(pin_memory: bool, on_cuda: bool, resident: bool) -> tuple[bool, str]:
+    """Whether host batches are pinned, and the memory they are in, in words. Asking
+    whether CUDA is available initialises nothing."""
+    cuda = torch.cuda.is_available()
+    pin = bool(cuda and (pin_memory or on_cuda) and not resident)
+    return pin, "pinned" if pin else "pageable" if cuda else "pageable (no CUDA)"
 
 
 def open_batch_source(

@@ -17,13 +17,14 @@ from torch.utils.data import Sampler, default_collate
 from ticktensor.errors import ConfigError, SlowPathWarning
 
 from . import _accelerate
+from ._devices import resolve_device
 from ._orders import EpochOrders
 from ._pass_samplers import PassBatchSampler, PassSampler, ShardSampler
 from ._passes import Pass, PassIterator, PassState, SkippedPasses
 from ._prefetch import PrefetchStats
 from ._stats import loader_stats
 from ._wrappers import FastPath, SlowPath, fast_path
-from .batch_source import BatchSource, Delivery, open_batch_source
+from .batch_source import BatchSource, Deliveries, Delivery, open_batch_source
 from .options import FastOptions, Padding, with_legacy_keywords
 from .samplers import BlockShuffleOrder, Order, SequentialOrder, UniformOrder
 from .sharding import ShardPlan, world_from_env
@@ -246,8 +247,10 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         )
         self.options = replace(options, seed=seed)
         dataset = path.dataset
-        self._delivery = Delivery.build(dataset, options, self.pin_memory)
-        chunks = self._delivery.device_chunks
+        # No CUDA call here: the device is found when a pass starts (Deliveries).
+        self._deliveries = Deliveries(dataset, options, self.pin_memory)
+        built = self._deliveries.last
+        chunks = None if built is None else built.device_chunks
         if chunks is not None and options.order is None and shuffle and not chunks.whole:
             # A chunk cache on the device: fill it block by block, each chunk about once
             # per epoch, instead of every batch reading chunks from everywhere.
@@ -359,8 +362,9 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
 
     @property
     def device(self) -> torch.device | None:
-        """Where batches are delivered (``None``: the CPU, zero-copy)."""
-        return self._delivery.device
+        """Where batches are delivered (``None``: the CPU, zero-copy), as a pass starting
+        now would find it (a bare ``cuda``: this rank's GPU, see ``resolve_device``)."""
+        return resolve_device(self.options.device)
 
     @property
     def prefetch(self) -> int:
@@ -474,12 +478,13 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         path = self._path
         assert path is not None
         _accelerate.route_skip_first_batches()
-        early = None if self.options.dali is not None else self._early_source(skip)
+        delivery = self._deliveries.for_pass()  # the rank's device, found now
+        early = None if self.options.dali is not None else self._early_source(skip, delivery)
         held = [early]
 
         def open_pass(skip: int) -> tuple[Pass, ShardPlan, BatchSource]:
             found, held[0] = held[0], None
-            return self._open_pass(skip, found)
+            return self._open_pass(skip, delivery, found)
 
         def discard() -> None:
             found, held[0] = held[0], None
@@ -491,13 +496,13 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             length=lambda: max(0, len(self) - skip),
             discard=discard,
             skip=skip,
-            receive=self._delivery.receive,
+            receive=delivery.receive,
             transform=self.batch_transform,
             on_halfway=self._orders.prefetch,
             index_map=path.index_map,
         )
 
-    def _early_source(self, skip: int) -> _Early | None:
+    def _early_source(self, skip: int, delivery: Delivery) -> _Early | None:
         """The batch source of the pass as it would begin now (``None`` when the world
         is not known yet: the first ``next()`` says why)."""
         self._follow_sampler_epoch()
@@ -508,10 +513,10 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         epoch, start = self._passes.epoch, self._passes.next_start()
         plan = self._plan(epoch, start, rank, world, skip=skip)
         key = (epoch, start, rank, world)
-        return _Early(key, plan, self._open_source(plan, epoch, rank, world))
+        return _Early(key, plan, self._open_source(plan, delivery, epoch, rank, world))
 
     def _open_pass(
-        self, skip: int, early: _Early | None = None
+        self, skip: int, delivery: Delivery, early: _Early | None = None
     ) -> tuple[Pass, ShardPlan, BatchSource]:
         """Begin a pass now: its epoch, start, rank and world size as they are at its first
         batch (as torch's sampler iterator reads them), ``skip`` batches in; ``early``'s
@@ -525,11 +530,13 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             if early is not None:
                 early.source.close()
             plan = self._plan(handle.epoch, handle.start_sample, rank, world, skip=skip)
-            source = self._open_source(plan, handle.epoch, rank, world)
+            source = self._open_source(plan, delivery, handle.epoch, rank, world)
         handle.start_sample = plan.start_sample
         return handle, plan, source
 
-    def _open_source(self, plan: ShardPlan, epoch: int, rank: int, world: int) -> BatchSource:
+    def _open_source(
+        self, plan: ShardPlan, delivery: Delivery, epoch: int, rank: int, world: int
+    ) -> BatchSource:
         path = self._path
         assert path is not None
         assert self.batch_size is not None
@@ -538,7 +545,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             path.dataset,
             plan,
             self.options,
-            self._delivery,
+            delivery,
             batch_size=self.batch_size,
             prefetch=self.prefetch,
             timeout=self.timeout,
@@ -646,7 +653,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             self._last_stats,
             None if self._last is None else self._last(),
             path.dataset,
-            self._delivery,
+            self._deliveries.reported(),
             "torch" if self.options.dali is None else "dali",
             "host" if self.options.resident is None else "device",
             self._passes.state_dict(),

@@ -18,12 +18,14 @@ def test_two_ranks_resolve_to_their_local_gpu(rank: int) -> None:
     seen: list[torch.device | None] = []
 
     def from_another_thread() -> None:  # the producer thread: its current device is 0
-        seen.append(resolve_device(torch.device("cuda"), env=env, current=lambda: 0))
+        seen.append(
+            resolve_device(torch.device("cuda"), env=env, current=lambda: 0, count=lambda: 2)
+        )
 
     thread = threading.Thread(target=from_another_thread)
     thread.start()
     thread.join()
-    here = resolve_device(torch.device("cuda"), env=env, current=lambda: 0)
+    here = resolve_device(torch.device("cuda"), env=env, current=lambda: 0, count=lambda: 2)
     assert here == seen[0] == torch.device("cuda", rank)
 
 
@@ -70,3 +72,17 @@ def test_auto_follows_an_accelerator_created_before_the_loader(tmp_path: Path) -
         assert x.device == y.device == accelerator.device
     finally:
         AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_a_device_the_process_chose_wins_over_local_rank() -> None:
+    """Lightning ``devices=[2, 3]``: rank 0 (``LOCAL_RANK=0``) sets ``cuda:2`` current."""
+    env = {"LOCAL_RANK": "0"}
+    chosen = resolve_device(torch.device("cuda"), env=env, current=lambda: 2, count=lambda: 4)
+    assert chosen == torch.device("cuda", 2)
+
+
+def test_a_local_rank_beyond_the_visible_devices_is_named_with_them() -> None:
+    """Per-rank ``CUDA_VISIBLE_DEVICES``: rank 1 sees one GPU, its ``cuda:0``."""
+    env = {"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "5"}
+    with pytest.raises(ConfigError, match=r"LOCAL_RANK=1 .* sees 1 \(CUDA_VISIBLE_DEVICES='5'\)"):
+        resolve_device(torch.device("cuda"), env=env, current=lambda: 0, count=lambda: 1)

@@ -1,0 +1,79 @@
+"""No CUDA call before the first pass; the rank's device is found when a pass starts.
+
+Each scenario runs in a child process whose ``torch.cuda`` records every call
+(:mod:`fake_cuda`): building and unpickling a loader must call none (Lightning
+``ddp_fork`` and notebook launchers refuse a process whose CUDA is initialised), and a
+bare ``cuda`` becomes the GPU of ``LOCAL_RANK`` as set when the pass starts (Lightning
+``ddp_spawn`` unpickles the loader before the rank's environment is complete).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .fake_cuda import run_child
+from .test_dataloader import WINDOW, build_version
+
+SCRIPT = """
+import json, os, pickle
+from ticktensor import DataLoader
+from ticktensor.errors import ConfigError
+from ticktensor.loaders import FastOptions, WindowDataset
+ds = WindowDataset({store!r}, {window})
+loader = DataLoader(ds, batch_size=8, pin_memory=True, fast=FastOptions(device={device!r}))
+built = len(CALLS)
+copy = pickle.loads(pickle.dumps(loader))
+unpickled = len(CALLS) - built
+os.environ["LOCAL_RANK"] = {local_rank!r}
+error = None
+try:
+    passes = iter(copy)
+except ConfigError as exc:
+    error = str(exc)
+print(json.dumps({{"built": CALLS[:built], "unpickled": unpickled, "pass": CALLS[built:],
+                  "error": error}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("lazy") / "store"
+    build_version(path)
+    return path
+
+
+def _run(store: Path, device: str | None, local_rank: str) -> Any:
+    script = SCRIPT.format(store=str(store), window=WINDOW, device=device, local_rank=local_rank)
+    return run_child(script)
+
+
+@pytest.mark.parametrize("device", ["cuda", "auto", None])
+def test_building_and_unpickling_a_loader_calls_no_cuda(store: Path, device: str | None) -> None:
+    """``device=None`` with ``pin_memory=True`` is the fence path; ``cuda`` and ``auto``
+    deliver on the rank's GPU."""
+    seen = _run(store, device, "1")
+    assert seen["built"] == []
+    assert seen["unpickled"] == 0
+
+
+@pytest.mark.parametrize("device", ["cuda", "auto"])
+def test_the_device_is_the_local_rank_set_when_the_pass_starts(store: Path, device: str) -> None:
+    seen = _run(store, device, "1")
+    assert seen["error"] is None
+    streams = [call for call in seen["pass"] if call["call"] == "Stream"]
+    assert streams, seen["pass"]
+    assert {call["args"][0] for call in streams} == {"cuda:1"}
+    assert {call["thread"] for call in streams} == {"MainThread"}  # the consumer's
+
+
+def test_a_local_rank_beyond_the_visible_devices_is_one_line_naming_both(store: Path) -> None:
+    seen = _run(store, "cuda", "3")
+    error = seen["error"]
+    assert error is not None, "LOCAL_RANK=3 with 2 visible devices was accepted"
+    assert "\\n" not in error
+    assert "\n" not in error
+    assert "LOCAL_RANK=3" in error
+    assert "sees 2" in error
