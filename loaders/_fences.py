@@ -1,21 +1,28 @@
 """Reader fences: a pinned batch buffer is refilled only after every copy queued from it is done.
 
 A consumer that copies a host batch to the GPU with ``x.cuda(non_blocking=True)`` and then
-drops ``x`` leaves the copy queued on its CUDA stream, behind the previous step's kernels,
+drops ``x`` leaves the copy queued on a CUDA stream, behind the previous step's kernels,
 still reading the buffer. Reference counts say the buffer is free; the GPU has not read
 it yet. So when the consumer's thread sees that a buffer's last batch is gone, it records
-a fence on its current stream (everything it queued before, that copy included, is ordered
-before the fence) and the buffer is refilled only once the fence has completed. torch's
-own pinned-memory allocator does the same with one event per use.
+a fence on the current stream of every device this process uses (everything queued there
+before, that copy included, is ordered before the fence) and the buffer is refilled only
+once all of them have completed. torch's own pinned-memory allocator does the same with
+one event per use.
+
+Stream rules for a consumer of pinned host batches: a copy queued on the current stream
+of any device (``x.to("cuda:1", non_blocking=True)`` with ``cuda:0`` current included),
+before the batch is let go, is covered. A copy on another stream must be joined to that
+device's current stream (``torch.cuda.current_stream().wait_stream(side)``) before the
+next ``next()``, or be named with :meth:`CudaFences.add_reader_stream`.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
-__all__ = ["CudaFences", "Fence", "Fences"]
+__all__ = ["AllOf", "CudaFences", "Fence", "Fences", "devices_with_context"]
 
 
 class Fence(Protocol):
@@ -31,7 +38,7 @@ class Fence(Protocol):
 
 
 class Fences(Protocol):
-    """Records fences on the calling thread's current stream."""
+    """Records fences on the streams the consumer's copies may be queued on."""
 
     def record(self) -> Fence: ...
 
@@ -40,16 +47,49 @@ class Fences(Protocol):
         ...
 
 
-class CudaFences:
-    """Fences as CUDA events on the current stream of ``device``.
+class AllOf:
+    """A fence made of several: complete once each of them is."""
 
-    The events are blocking: a producer that waits for one sleeps instead of spinning a
-    core. A copy the consumer queues on another device's stream is not covered: copy on
-    the rank's own device (``torch.cuda.set_device(local_rank)``, then ``x.cuda()``).
+    def __init__(self, fences: list[Fence]) -> None:
+        self._fences = fences
+
+    def query(self) -> bool:
+        return all(fence.query() for fence in self._fences)
+
+    def synchronize(self) -> None:
+        for fence in self._fences:
+            fence.synchronize()
+
+
+def devices_with_context() -> list[int]:
+    """The CUDA devices on which this process has a primary context (none before CUDA is
+    initialised). A copy can be queued only on such a device; asking creates none."""
+    if not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        return []
+    has_context: Any = getattr(torch._C, "_cuda_hasPrimaryContext", None)
+    count = torch.cuda.device_count()
+    if has_context is None:  # a build without the query: every device may hold a copy
+        return list(range(count))
+    return [index for index in range(count) if has_context(index)]
+
+
+class CudaFences:
+    """Fences as CUDA events on the current stream of every device with a context.
+
+    ``device`` is the rank's own GPU: the thread that waits on the fences makes it
+    current (:meth:`enter_thread`), so that waiting opens no context on GPU 0. The
+    events are blocking: a producer that waits for one sleeps instead of spinning a core.
+    Creating this object calls no CUDA function.
     """
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
+        self._reader_streams: list[Any] = []
+
+    def add_reader_stream(self, stream: Any) -> None:
+        """Fence ``stream`` too: the consumer queues copies of host batches on it (a side
+        stream it does not join to the device's current stream)."""
+        self._reader_streams.append(stream)
 
     def enter_thread(self) -> None:
         """A new thread starts on device 0: waiting on an event there would give this
@@ -57,7 +97,10 @@ class CudaFences:
         torch.cuda.set_device(self.device)
 
     def record(self) -> Fence:
-        event = torch.cuda.Event(blocking=True)  # type: ignore[no-untyped-call]
-        event.record(torch.cuda.current_stream(self.device))
-        fence: Fence = event
-        return fence
+        streams = [torch.cuda.current_stream(index) for index in devices_with_context()]
+        fences: list[Fence] = []
+        for stream in [*streams, *self._reader_streams]:
+            event = torch.cuda.Event(blocking=True)  # type: ignore[no-untyped-call]
+            event.record(stream)
+            fences.append(event)
+        return AllOf(fences)

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from ticktensor.loaders import FastOptions, WindowDataset
+from ticktensor.loaders._fences import CudaFences, Fence, Fences
 from ticktensor.loaders._native_prefetch import NativePrefetcher
 from ticktensor.loaders._prefetch import Prefetcher, host_delivery
 from ticktensor.loaders.batch_source import BatchSource, Delivery, open_batch_source
@@ -185,3 +186,140 @@ def test_the_python_producer_makes_the_fences_device_current(warm: WindowDataset
     copies_of_a_pass(warm, "python", stream, 0)
     assert stream.threads, "the producer never entered the fences' device"
     assert threading.current_thread().name not in stream.threads
+
+
+class FakeEvent:
+    """``torch.cuda.Event`` on the emulation: a fence at the point of ``record``."""
+
+    def __init__(self, **_: object) -> None:
+        self._fence: FakeFence | None = None
+
+    def record(self, stream: FakeStream) -> None:
+        self._fence = stream.record()
+
+    def query(self) -> bool:
+        return self._fence is None or self._fence.query()
+
+    def synchronize(self) -> None:
+        if self._fence is not None:
+            self._fence.synchronize()
+
+
+class FakeCuda:
+    """Several GPUs, each with its own current stream and copy engine, lagging by its own
+    amount: an idle GPU runs what it is given at once, a busy one runs behind.
+
+    :meth:`install` puts it behind ``torch.cuda``'s streams, events and context queries,
+    so the loader's own :class:`~ticktensor.loaders._fences.CudaFences` records on it.
+    """
+
+    def __init__(self, lags: dict[int, int]) -> None:
+        self.lags = lags
+        self.streams = {index: FakeStream() for index in lags}
+        self.current = 0
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        def current_stream(device: torch.device | int | None = None) -> FakeStream:
+            index = device.index if isinstance(device, torch.device) else device
+            return self.streams[self.current if index is None else index]
+
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: len(self.streams))
+        monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: self.current)
+        monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+        monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+        monkeypatch.setattr(torch._C, "_cuda_hasPrimaryContext", lambda i: True, raising=False)
+
+    def advance(self) -> None:
+        """Each GPU runs all but the last ``lag`` of its operations."""
+        for index, stream in self.streams.items():
+            stream.lag(self.lags[index])
+
+    def finish(self) -> None:
+        for stream in self.streams.values():
+            stream.run_until(10**9)
+
+
+def copies_to(
+    ds: WindowDataset, engine: str, cuda: FakeCuda, copy_on: FakeStream, fences: Fences
+) -> list[tuple[dict[str, bytes], bytes]]:
+    """A pass whose every batch is copied through ``copy_on`` and then dropped."""
+    plan = ShardPlan(np.random.default_rng(0).permutation(len(ds)), 8)
+    delivery = Delivery(host_delivery, pin=False, memory="test", fences=fences)
+    source = open_batch_source(
+        ds,
+        plan,
+        FastOptions(engine=engine),  # type: ignore[arg-type]
+        delivery,
+        batch_size=8,
+        prefetch=2,
+        timeout=10,
+        context="fence test",
+    )
+    out = []
+    for _ in range(plan.num_steps):
+        step, _, x, _, _ = next(source)
+        out.append((copy_on.copy(x), ds.get_batch(plan.batch(step))[0].tobytes()))
+        del x
+        cuda.advance()
+    cuda.finish()
+    source.close()
+    return out
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_a_copy_to_another_gpu_than_the_current_one_is_fenced(
+    warm: WindowDataset, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``x.to("cuda:1", non_blocking=True)`` with ``cuda:0`` current (no ``set_device``):
+    the copy waits on GPU 1's busy stream while GPU 0 is idle. A fence on ``cuda:0``
+    alone completes at once and the buffer is refilled under the pending copy."""
+    cuda = FakeCuda({0: 0, 1: 9})
+    cuda.install(monkeypatch)
+    copies = copies_to(warm, engine, cuda, cuda.streams[1], CudaFences(torch.device("cuda", 0)))
+    assert len(copies) > 20
+    assert [got["data"] == want for got, want in copies] == [True] * len(copies)
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_a_reader_stream_given_explicitly_is_fenced(
+    warm: WindowDataset, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy on a side stream the consumer never joins to the current stream is covered
+    once the stream is named with ``add_reader_stream``."""
+    cuda = FakeCuda({0: 0})
+    cuda.install(monkeypatch)
+    side = FakeStream()
+    fences = CudaFences(torch.device("cuda", 0))
+    fences.add_reader_stream(side)
+
+    class Busy(FakeCuda):
+        def advance(self) -> None:
+            super().advance()
+            side.lag(9)
+
+    busy = Busy({0: 0})
+    busy.streams = cuda.streams
+    copies = copies_to(warm, engine, busy, side, fences)
+    side.run_until(10**9)
+    assert [got["data"] == want for got, want in copies] == [True] * len(copies)
+
+
+def test_the_emulation_catches_a_fence_on_the_idle_gpu(
+    warm: WindowDataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: fences on ``cuda:0``'s stream only let copies to ``cuda:1`` read
+    refilled buffers, so the test above can fail."""
+    cuda = FakeCuda({0: 0, 1: 9})
+    cuda.install(monkeypatch)
+
+    class OnlyCurrent:
+        def enter_thread(self) -> None:
+            pass
+
+        def record(self) -> Fence:
+            return cuda.streams[0].record()
+
+    copies = copies_to(warm, "python", cuda, cuda.streams[1], OnlyCurrent())
+    assert sum(got["data"] != want for got, want in copies) > len(copies) // 4
