@@ -182,9 +182,7 @@ class ChunkFile:
     the segment or pack. A source whose rows start inside a stored chunk (a symbol's rows
     in a pack, joined across sessions) skips the chunk's first rows; otherwise ``skip``
     is 0 and ``rows`` the stored chunk's rows of the array (Zarr stores the last chunk
-    at full size, padded). ``codec`` is ``"raw"``, ``"zstd"``, ``"blosc"``, ``"fill"``
-    for a chunk of NaN that Zarr did not write, or ``"zarr"`` for codecs read only
-    through zarr-python.
+    at full size, padded).
     """
 
     stored: StoredChunk
@@ -202,10 +200,6 @@ class ChunkFile:
     def index(self) -> int:
         """The chunk's number in its array."""
         return self.stored.index
-
-    @property
-    def codec(self) -> str:
-        return self.stored.codec
 
     @property
     def sha256(self) -> str | None:
@@ -438,7 +432,7 @@ def read_array(
     shape = (chunk_map.rows,) if array == "ts" else (chunk_map.rows, columns)
     if out is None:
         out = np.empty(shape, dtype=dtype)
-    if any(chunk.codec == "zarr" for chunk in chunk_map.chunks):
+    if not all(chunk.decoded_here for chunk in chunk_map.chunks):
         out[...] = loader.zarr_array(record, array)[...]
         return out
     for stored in chunk_map.chunks:
@@ -532,10 +526,10 @@ class ChunkLoader:
         """
         times = LoadTimes()
         started = time.perf_counter()
-        if file.codec == "zarr":
+        if not file.stored.decoded_here:
             values = self._through_zarr(file)
             times.decode_s = time.perf_counter() - started
-        elif file.codec == "fill":
+        elif not file.stored.written:  # Zarr writes no chunk of NaN alone (floats only)
             values = _target(out, file)
             values.fill(np.nan)
         else:
@@ -549,7 +543,7 @@ class ChunkLoader:
     def read_into(self, file: ChunkFile, out: Bytes) -> None:
         """Decode the stored chunk into ``out``, ``file.nbytes`` bytes (no column subset,
         no normalization): how whole arrays (labels, timestamps) are read."""
-        if file.codec == "fill":  # Zarr writes no chunk of NaN alone (floats only)
+        if not file.stored.written:  # Zarr writes no chunk of NaN alone (floats only)
             out.view(np.float32).fill(np.nan)
             return
         self._read(file, out)
@@ -651,19 +645,15 @@ class ChunkLoader:
             stored = file.stored
             if file.whole_file or stored.nbytes is None:
                 offset, length = 0, size
-                if file.codec == "raw":
+                if stored.stored_as_decoded:
                     _check_size(size, file, where)
-                elif size > _most_stored(file.nbytes):
-                    raise StoreCorruptError(
-                        f"{where}: {file.codec} chunk of {size:,} bytes, more than any frame "
-                        f"of a {file.nbytes:,}-byte chunk takes",
-                        [(file.rel, "wrong size")],
-                    )
+                else:
+                    stored.check_stored_size(size, file.nbytes, where)
             else:
                 offset, length = stored.offset, stored.nbytes
                 if size < offset + length:
                     raise _short(file, where, size)
-            into = out if file.codec == "raw" else self._scratch_bytes(length)
+            into = out if stored.stored_as_decoded else self._scratch_bytes(length)
             checksum = self._verify is False and stored.crc32c is not None
             done, crc = read_checked(fd, offset, into, checksum=checksum)
             if done < length:
@@ -681,7 +671,7 @@ class ChunkLoader:
         return buffer[:nbytes]
 
     def _decode(self, file: ChunkFile, stored: Stored, where: str, out: Bytes) -> None:
-        if file.codec == "raw":
+        if file.stored.stored_as_decoded:
             _check_size(len(stored), file, where)
         decode_chunk(file.stored, _buffer(stored), out, file.nbytes, where)
 
@@ -725,12 +715,6 @@ def _check_size(size: int, file: ChunkFile, where: str) -> None:
             f"({file.stored_rows} rows x {file.n_features} {kind})",
             [(file.rel, "wrong size")],
         )
-
-
-def _most_stored(decoded: int) -> int:
-    """The most bytes a compressed chunk of ``decoded`` bytes may take (zstd's and Blosc's
-    worst case, incompressible data, is a little over the raw size)."""
-    return decoded + decoded // 64 + 4096
 
 
 def _missing(file: ChunkFile, where: str) -> StoreCorruptError:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ._checksums import check_chunk
 from ._chunk_map import ChunkMap, StoredChunk
-from ._guard import check_frame, decode_chunk
+from ._guard import decode_chunk
 from ._layout import Codec, Layout
 from ._location import Location, safe_component
 from ._log import LogEntry
@@ -66,7 +66,6 @@ __all__ = [
     "TableRecord",
     "VerifyReport",
     "check_chunk",
-    "check_frame",
     "decode_chunk",
     "definitions_asof",
     "duckdb_relation",

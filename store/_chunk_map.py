@@ -19,6 +19,7 @@ from ticktensor.errors import StoreCorruptError
 
 from ._location import Location
 from ._manifest import ZARR_JSON_BYTES, SegmentRecord
+from .codecs import ChunkCodec, codec_of_chain
 
 __all__ = [
     "CRC_ATTRIBUTE",
@@ -29,10 +30,11 @@ __all__ = [
     "segment_chunk_map",
 ]
 
-_LITTLE_ENDIAN: Final = sys.byteorder == "little"
 #: The attribute of an array's ``zarr.json`` listing the CRC-32C of each of its chunks'
 #: stored bytes, in chunk order (segments and packs alike).
 CRC_ATTRIBUTE: Final = "chunk_crc32c"
+#: Little-endian chunks decode in place on this machine (else zarr-python swaps bytes).
+_LITTLE_ENDIAN: Final = sys.byteorder == "little"
 
 
 @dataclass(frozen=True)
@@ -44,11 +46,11 @@ class StoredChunk:
     when the record lists no size for it), a pack's a range of a shard. The chunk
     decodes to ``stored_rows x columns`` items (the last chunk of
     an array is padded with the fill value), of which ``rows``, from array row
-    ``row_start``, belong to the array. ``codec`` is ``raw``, ``zstd`` or ``blosc``
-    (decoded here), ``fill`` (never written: all fill value) or ``zarr`` (codecs only
-    zarr-python reads); ``sha256`` hashes the stored bytes when it is recorded, and
-    ``crc32c`` is their CRC-32C when the store records one (the array's attribute
-    ``chunk_crc32c``): the cheap check every read makes.
+    ``row_start``, belong to the array. ``codec`` decodes the stored bytes (``None``:
+    codecs only zarr-python reads); a chunk that was never ``written`` holds only the
+    fill value (NaN), as Zarr writes no such chunk. ``sha256`` hashes the stored bytes
+    when it is recorded, and ``crc32c`` is their CRC-32C when the store records one (the
+    array's attribute ``chunk_crc32c``): the cheap check every read makes.
     """
 
     rel: str
@@ -59,9 +61,33 @@ class StoredChunk:
     rows: int
     stored_rows: int
     columns: int
-    codec: str
+    codec: ChunkCodec | None
     sha256: str | None
     crc32c: int | None = None
+    written: bool = True
+
+    @property
+    def decoded_here(self) -> bool:
+        """Whether :func:`~ticktensor.store.decode_chunk` decodes the chunk (else
+        zarr-python reads its array)."""
+        return self.codec is not None
+
+    @property
+    def stored_as_decoded(self) -> bool:
+        """Whether the stored bytes are the decoded bytes (read straight into place)."""
+        return self.codec is not None and self.codec.stores_decoded
+
+    def check_stored_size(self, size: int, decoded: int, where: str) -> None:
+        """Refuse stored bytes of ``size`` before they are read: more than any frame of
+        the chunk's codec takes for ``decoded`` bytes is a
+        :class:`~ticktensor.errors.StoreCorruptError` naming ``where`` (a file grown to
+        gigabytes is never read into memory)."""
+        if self.codec is not None and size > self.codec.max_stored(decoded):
+            raise StoreCorruptError(
+                f"{where}: {self.codec.tag} chunk of {size:,} bytes, more than any frame "
+                f"of a {decoded:,}-byte chunk takes",
+                [(self.rel, "wrong size")],
+            )
 
 
 @dataclass(frozen=True)
@@ -83,29 +109,22 @@ class ChunkMap:
         return self.chunks[lo // self.chunk_rows : (hi - 1) // self.chunk_rows + 1]
 
 
-def codec_of(meta: dict[str, Any]) -> str:
-    """How a chunk of the float32/int64 array ``meta`` describes is decoded by readers
-    here: ``raw``, ``zstd`` or ``blosc``; ``zarr`` hands it to zarr-python."""
-    codecs = meta.get("codecs", [])
-    names = [c.get("name") for c in codecs]
+def codec_of(meta: dict[str, Any]) -> ChunkCodec | None:
+    """The codec that decodes the chunks of the float32/int64 array ``meta`` describes
+    here; ``None`` hands them to zarr-python."""
     key = meta.get("chunk_key_encoding", {}).get("name")
-    little = bool(codecs) and codecs[0].get("configuration", {}).get("endian") == "little"
     if meta.get("data_type") not in ("float32", "int64") or key != "default":
-        return "zarr"
-    if not (little and _LITTLE_ENDIAN):
-        return "zarr"
-    if names == ["bytes"]:
-        return "raw"
-    if names in (["bytes", "zstd"], ["bytes", "blosc"]):
-        return str(names[1])
-    return "zarr"
+        return None
+    if not _LITTLE_ENDIAN:
+        return None
+    return codec_of_chain(meta.get("codecs"))
 
 
 def segment_chunk_map(location: Location, record: SegmentRecord, array: str) -> ChunkMap:
     """The chunk files of one of a segment's arrays, from its Zarr metadata.
 
     Zarr writes no chunk that holds only the fill value (NaN): the record, which lists
-    every file written, tells such a chunk (codec ``fill``) from a lost one. Records of
+    every file written, tells such a chunk (not ``written``) from a lost one. Records of
     old manifests list none.
     """
     rel = f"{record.path}/{array}"
@@ -125,7 +144,7 @@ def segment_chunk_map(location: Location, record: SegmentRecord, array: str) -> 
         )
     codec = codec_of(meta)
     separator = meta.get("chunk_key_encoding", {}).get("configuration", {}).get("separator", "/")
-    fill = codec != "zarr" and bool(record.files) and _is_nan(meta.get("fill_value"))
+    fill = codec is not None and bool(record.files) and _is_nan(meta.get("fill_value"))
     crcs = recorded_crcs(meta, -(-record.rows // chunk_rows), f"{location.display(rel)}/zarr.json")
     suffix = f"{separator}0" if len(shape) == 2 else ""
     columns = shape[1] if len(shape) == 2 else 1
@@ -143,9 +162,10 @@ def segment_chunk_map(location: Location, record: SegmentRecord, array: str) -> 
                 rows=min(chunk_rows, record.rows - k * chunk_rows),
                 stored_rows=chunk_rows,
                 columns=columns,
-                codec="fill" if fill and entry is None else codec,
+                codec=codec,
                 sha256=None if entry is None else entry.sha256,
                 crc32c=crcs[k],
+                written=not (fill and entry is None),
             )
         )
     return ChunkMap(array, record.rows, chunk_rows, tuple(chunks))

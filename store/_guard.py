@@ -19,19 +19,16 @@ than a chunk holds, and its CRC-32C must be the recorded one (its sha256, with
 ``verify_chunks``; packs written without CRC-32C are checked only with it).
 
 Readers that decode chunks themselves (the loaders) use :func:`decode_chunk`, which
-applies the same frame check before it decodes.
+applies the same frame check (each codec's :meth:`~.codecs.ChunkCodec.frame_problem`)
+before it decodes.
 """
 
 from __future__ import annotations
 
 import copy
-import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-import numcodecs
-import numpy as np
-import zstandard
 from zarr.abc.store import ByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import WrapperStore
@@ -41,51 +38,17 @@ from ticktensor.kernels import crc32c
 
 from ._chunk_map import StoredChunk
 from ._manifest import FileEntry, sha256_hex
+from .codecs import ChunkCodec
 
-__all__ = ["GuardedPackStore", "GuardedStore", "check_frame", "decode_chunk"]
-
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-
-
-def check_frame(
-    data: bytes | memoryview, codec: str, limit: int, *, exact: bool = False
-) -> str | None:
-    """Why ``data`` (one chunk in ``codec``) may not be decoded, or ``None`` if it may.
-
-    ``limit`` is the decoded size of a full chunk. zstd frames must record their
-    content size (zarr's writer always does) and it must not exceed ``limit``; Blosc
-    headers must record at most ``limit`` bytes and their own compressed length. With
-    ``exact`` the frame must decode to ``limit`` bytes exactly (zarr stores every chunk
-    full-size), as a reader decoding into a chunk-sized buffer needs. ``data`` may be
-    any byte buffer (a memoryview of a mapped file, say).
-    """
-    if codec == "zstd":
-        if bytes(data[:4]) != _ZSTD_MAGIC:
-            return "not a zstd frame"
-        try:
-            size = zstandard.frame_content_size(data)
-        except zstandard.ZstdError as exc:
-            return f"bad zstd frame header ({exc})"
-        if size < 0:
-            return "zstd frame does not record its decoded size"
-        if size > limit or (exact and size != limit):
-            return f"zstd frame decodes to {size:,} bytes, a chunk holds {limit:,}"
-    elif codec in ("lz4", "blosc"):
-        if len(data) < 16:
-            return f"Blosc chunk of {len(data)} bytes is shorter than its 16-byte header"
-        nbytes, _, cbytes = struct.unpack_from("<III", data, 4)
-        if nbytes > limit or (exact and nbytes != limit):
-            return f"Blosc chunk decodes to {nbytes:,} bytes, a chunk holds {limit:,}"
-        if cbytes != len(data):
-            return f"Blosc header says {cbytes:,} compressed bytes, the chunk has {len(data):,}"
-    return None
+__all__ = ["GuardedPackStore", "GuardedStore", "decode_chunk"]
 
 
 class GuardedStore(WrapperStore[Any]):
     """A read-only zarr store that checks each file against a segment's manifest record.
 
     ``limits`` maps an array name (``ts``, ``values``, ``labels``) to the decoded size
-    of one of its chunks; ``where`` names the segment in messages. ``crcs`` maps a chunk
+    of one of its chunks, whose frames ``codec`` checks (:meth:`ChunkCodec.frame_problem`);
+    ``where`` names the segment in messages. ``crcs`` maps a chunk
     file's key to its recorded CRC-32C: the reader fills it once zarr has read the
     arrays' metadata through this guard (the guard's views share it).
     """
@@ -95,7 +58,7 @@ class GuardedStore(WrapperStore[Any]):
         store: Any,
         *,
         files: Mapping[str, FileEntry] | None = None,
-        codec: str = "none",
+        codec: ChunkCodec | None = None,
         limits: Mapping[str, int] | None = None,
         where: str = "segment",
         verify_chunks: bool = False,
@@ -144,8 +107,8 @@ class GuardedStore(WrapperStore[Any]):
             why = f"content hash mismatch (manifest sha256 {entry.sha256[:16]}...)"
         elif not key.endswith("zarr.json"):
             limit = self._limits.get(key.split("/", 1)[0])
-            if limit is not None:
-                why = check_frame(data, self._codec, limit)
+            if limit is not None and self._codec is not None:
+                why = self._codec.frame_problem(data, limit)
             crc = self._crcs.get(key)
             if why is None and not self._verify and crc is not None:
                 found = crc32c(data)
@@ -171,7 +134,7 @@ class GuardedPackStore(GuardedStore):
         shards: Mapping[str, Sequence[StoredChunk]],
         slots: Mapping[str, int],
         files: Mapping[str, FileEntry] | None = None,
-        codec: str = "none",
+        codec: ChunkCodec | None = None,
         limits: Mapping[str, int] | None = None,
         where: str = "pack",
         verify_chunks: bool = False,
@@ -233,8 +196,8 @@ class GuardedPackStore(GuardedStore):
             why = f"content hash mismatch (recorded sha256 {chunk.sha256[:16]}...)"
         else:
             limit = self._limits.get(key.split("/", 1)[0])
-            if limit is not None:  # every inner chunk is stored full-size
-                why = check_frame(data, self._codec, limit, exact=True)
+            if limit is not None and self._codec is not None:  # stored full-size
+                why = self._codec.frame_problem(data, limit, exact=True)
         if why is None and not self._verify and chunk.crc32c is not None:
             found = crc32c(data)
             if found != chunk.crc32c:
@@ -255,30 +218,30 @@ class GuardedPackStore(GuardedStore):
 
 def decode_chunk(chunk: StoredChunk, stored: Any, out: Any, decoded_bytes: int, where: str) -> None:
     """Decode ``stored`` (the chunk's stored bytes: ``bytes`` or a byte view) into ``out``
-    (a writable buffer of exactly ``decoded_bytes``, the chunk's decoded size).
+    (a writable buffer of exactly ``decoded_bytes``, the chunk's decoded size) with the
+    chunk's codec.
 
-    A compressed frame must declare exactly that size before anything is decoded (no
-    decompression bombs, no stale bytes left in a reused buffer); any failure is a
-    :class:`~ticktensor.errors.StoreCorruptError` naming ``where`` and the chunk.
+    The frame must declare exactly that size before anything is decoded (no
+    decompression bombs, no stale bytes left in a reused buffer; a raw chunk must be that
+    size); any failure is a :class:`~ticktensor.errors.StoreCorruptError` naming
+    ``where`` and the chunk.
     """
-    if chunk.codec == "raw":
-        if len(stored) != decoded_bytes:
-            raise StoreCorruptError(
-                f"{where}: raw chunk of {len(stored)} bytes, expected {decoded_bytes}",
-                [(chunk.rel, "wrong size")],
-            )
-        np.frombuffer(out, dtype=np.uint8)[:] = np.frombuffer(stored, dtype=np.uint8)
-        return
-    if chunk.codec not in ("zstd", "blosc"):
-        raise ValueError(f"decode_chunk: codec {chunk.codec!r} is read by zarr-python")
-    try:
-        why = check_frame(stored, chunk.codec, decoded_bytes, exact=True)
-        if why is not None:
-            raise ValueError(why)
-        codec = numcodecs.Zstd() if chunk.codec == "zstd" else numcodecs.Blosc()
-        codec.decode(stored, out=out)  # numcodecs releases the GIL while decoding
-    except (RuntimeError, ValueError, TypeError) as exc:
+    codec = chunk.codec
+    if codec is None:
+        raise ValueError(f"decode_chunk: {where} is stored with codecs zarr-python reads")
+    why = codec.frame_problem(stored, decoded_bytes, exact=True)
+    if why is None:
+        try:
+            codec.decode_into(stored, out)
+            return
+        except (RuntimeError, ValueError, TypeError) as exc:
+            why = str(exc)
+    if codec.stores_decoded:
         raise StoreCorruptError(
-            f"{where}: cannot decode this {chunk.codec} chunk: {exc}",
-            [(chunk.rel, f"undecodable {chunk.codec} chunk")],
-        ) from exc
+            f"{where}: raw chunk of {len(stored)} bytes, expected {decoded_bytes}",
+            [(chunk.rel, "wrong size")],
+        )
+    raise StoreCorruptError(
+        f"{where}: cannot decode this {codec.tag} chunk: {why}",
+        [(chunk.rel, f"undecodable {codec.tag} chunk")],
+    )

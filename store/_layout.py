@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from zarr.codecs import BloscCodec, ZstdCodec
+from typing import Any
 
 from ticktensor.errors import ConfigError
+
+from .codecs import ChunkCodec, codec_for
 
 __all__ = ["Codec", "Layout"]
 
@@ -57,22 +57,21 @@ class Layout:
         if self.level is not None and not 0 <= self.level <= 22:
             raise ConfigError(f"level must be in [0, 22], got {self.level}")
 
+    @property
+    def chunk_codec(self) -> ChunkCodec:
+        """The codec object that writes and reads the layout's chunks."""
+        return codec_for(self.codec.value)
+
     def compressors(self, typesize: int) -> list[Any] | None:
         """The zarr-python compressor list for arrays of ``typesize``-byte items."""
-        if self.codec is Codec.NONE:
-            return None
-        if self.codec is Codec.ZSTD:
-            # The frame checksum: a zstd chunk whose bytes changed fails to decode.
-            return [ZstdCodec(level=1 if self.level is None else self.level, checksum=True)]
-        shuffle: Literal["shuffle", "noshuffle"] = (
-            "shuffle" if self.codec is Codec.BLOSC else "noshuffle"
-        )
-        level = 5 if self.level is None else min(self.level, 9)
-        return [BloscCodec(cname="lz4", clevel=level, shuffle=shuffle, typesize=typesize)]
+        return self.chunk_codec.zarr_compressors(typesize, self.level)
 
     def to_dict(self) -> dict[str, Any]:
         return {"codec": self.codec.value, "chunk_rows": self.chunk_rows, "level": self.level}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Layout:
-        return cls(codec=Codec(d["codec"]), chunk_rows=int(d["chunk_rows"]), level=d.get("level"))
+        """The layout a manifest records; a codec this version does not know is a
+        :class:`~ticktensor.errors.FormatVersionError` naming it."""
+        codec = Codec(codec_for(d["codec"]).tag)
+        return cls(codec=codec, chunk_rows=int(d["chunk_rows"]), level=d.get("level"))

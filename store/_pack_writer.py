@@ -84,7 +84,7 @@ class _Chunks:
         self.chunk_rows = chunk_rows
         self.per_shard = per_shard
         self.encode = chunk_codec(layout, dtype.itemsize)
-        self.raw_is_stored = layout.codec == Codec.NONE
+        self.raw_is_stored = layout.chunk_codec.stores_decoded
         self.pool = pool
         self.spill = spill
         self.held: list[Buffer] = []

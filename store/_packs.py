@@ -33,6 +33,7 @@ from ._location import Location, safe_component
 from ._manifest import ZARR_JSON_BYTES, FileEntry, PackRecord, sha256_hex
 from ._segments import check_rows
 from ._zarr_write import padded_chunk
+from .codecs import ChunkCodec
 
 __all__ = [
     "PACK_FORMAT_VERSION",
@@ -54,8 +55,6 @@ PACK_FORMAT_VERSION: Final = 2
 SHARD_BYTES: Final = 256 << 20
 #: The arrays whose inner chunks ``chunk_sha256`` hashes, in its order.
 HASHED: Final = ("ts", "values", "labels")
-#: How inner chunks of each layout codec read (``StoredChunk.codec``).
-_CHUNK_CODECS: Final = {"none": "raw", "zstd": "zstd", "lz4": "blosc", "blosc": "blosc"}
 
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
@@ -340,7 +339,7 @@ def _symbol_list(value: object, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _inner_codec(meta: dict[str, Any]) -> str:
+def _inner_codec(meta: dict[str, Any]) -> ChunkCodec | None:
     (sharding,) = meta["codecs"]
     config = sharding["configuration"]
     return codec_of({**meta, "codecs": config["codecs"]})
@@ -399,7 +398,7 @@ def pack_chunk_map(
             offset, nbytes = int(table[j, 0]), int(table[j, 1])
             decoded = chunk_rows * columns * itemsize
             if offset + nbytes > entry.bytes - 16 * per_shard or (
-                codec == "raw" and nbytes != decoded
+                codec is not None and codec.stores_decoded and nbytes != decoded
             ):
                 raise StoreCorruptError(
                     f"{where}: shard {key} indexes chunk {k} at bytes {offset}+{nbytes}, "
@@ -492,9 +491,10 @@ def open_pack(
     for name in names:
         chunk_map = pack_chunk_map(location, record, index, name)
         found = {c.codec for c in chunk_map.chunks}
-        if found != {_CHUNK_CODECS[layout.codec.value]}:
+        if found != {layout.chunk_codec}:
+            tags = sorted("zarr" if c is None else c.tag for c in found)
             raise StoreCorruptError(
-                f"{where}: array {name!r} is stored with codecs {sorted(found)}; the record "
+                f"{where}: array {name!r} is stored with codecs {tags}; the record "
                 f"says {layout.codec.value} (rule: pack_metadata)"
             )
         first = chunk_map.chunks[0]
@@ -506,7 +506,7 @@ def open_pack(
         shards=shards,
         slots=dict.fromkeys(names, index.shard_rows // index.chunk_rows),
         files=record.files,
-        codec=layout.codec.value,
+        codec=layout.chunk_codec,
         limits=limits,
         where=f"pack {record.session}",
         verify_chunks=verify_chunks,

@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +20,7 @@ from ._layout import Layout
 from ._location import Location, safe_component
 from ._manifest import ZARR_JSON_BYTES, FileEntry, SegmentRecord, SourceFile, sha256_hex
 from ._zarr_write import array_files, group_file
+from .codecs import codec_of_chain
 
 __all__ = [
     "SEGMENT_FORMAT_VERSION",
@@ -245,7 +246,7 @@ def open_segment(
     store = GuardedStore(
         location.zarr_store(record.path, read_only=True),
         files=record.files,
-        codec=layout.codec.value,
+        codec=layout.chunk_codec,
         limits=limits,
         where=f"segment {record.symbol}/{record.session}",
         verify_chunks=verify_chunks,
@@ -285,10 +286,6 @@ def open_segment(
     return SegmentArrays(ts=arrays["ts"], values=arrays["values"], labels=arrays.get("labels"))
 
 
-_CODEC_CLASSES = {"none": (), "zstd": ("ZstdCodec",), "lz4": ("BloscCodec",)}
-_CODEC_CLASSES["blosc"] = ("BloscCodec",)
-
-
 def _check_array(
     array: zarr.Array[Any],
     name: str,
@@ -301,20 +298,26 @@ def _check_array(
     """The array's metadata must say what the manifest record says (bounded, typed reads)."""
     try:
         got = (tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype))
-        codecs = tuple(type(c).__name__ for c in array.compressors)
+        chain = [_entry(array.serializer), *(_entry(c) for c in array.compressors)]
+        codecs = [entry["name"] for entry in chain[1:]]
         filters = tuple(array.filters)
-        serializer = type(array.serializer).__name__
     except Exception as exc:  # properties of malformed metadata raise anything
         why = f"array {name!r} metadata is malformed ({exc!r:.200})"
         raise StoreCorruptError(f"{where}: {why}") from exc
     want = (shape, chunks, dtype)
-    codecs_ok = codecs == _CODEC_CLASSES[layout.codec.value] and serializer == "BytesCodec"
-    if got != want or filters or not codecs_ok:
+    codec = codec_of_chain(chain)
+    if got != want or filters or codec is not layout.chunk_codec:
         raise StoreCorruptError(
             f"{where}: array {name!r} is shape {list(got[0])}, chunks {list(got[1])}, {got[2]}, "
-            f"codecs {list(codecs)}; the manifest says shape {list(shape)}, chunks "
+            f"codecs {codecs}; the manifest says shape {list(shape)}, chunks "
             f"{list(chunks)}, {dtype}, codec {layout.codec.value} (rule: segment_metadata)"
         )
+
+
+def _entry(codec: Any) -> dict[str, Any]:
+    """A zarr-python codec's metadata entry, as plain JSON values."""
+    entry: dict[str, Any] = json.loads(json.dumps(codec.to_dict()))
+    return entry
 
 
 def array_of(group: zarr.Group, name: str, where: str) -> zarr.Array[Any]:
@@ -349,9 +352,6 @@ def read_array(array: zarr.Array[Any], name: str, dtype: type[Any], where: str) 
             ) from exc
     raise StoreCorruptError(f"{where}: array {name!r} cannot be read")
 
-
-#: How a chunk of a segment of each layout codec is stored (:class:`StoredChunk` codecs).
-_CHUNK_CODECS: Final = {"none": "raw", "zstd": "zstd", "lz4": "blosc", "blosc": "blosc"}
 
 Rows = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.float32] | None]
 """A segment's ``ts``, ``values`` and ``labels`` (``None`` without label names)."""
@@ -487,7 +487,7 @@ def _checked_array(
             == {"name": "default", "configuration": {"separator": "/"}}
             and meta["fill_value"] == ("NaN" if dtype.kind == "f" else 0)
             and not meta.get("storage_transformers")
-            and codec_of(meta) == _CHUNK_CODECS[layout.codec.value]
+            and codec_of(meta) is layout.chunk_codec
         )
     except (ValueError, TypeError, KeyError):
         return None
@@ -513,7 +513,7 @@ def _checked_array(
             rows=min(chunk_rows, record.rows - k * chunk_rows),
             stored_rows=chunk_rows,
             columns=int(np.prod(tail)),
-            codec=codec_of(meta),
+            codec=layout.chunk_codec,
             sha256=record.files[key].sha256,
         )
         decode_chunk(chunk, data, stored[k], stored.shape[1], f"{where} chunk {key}")

@@ -16,7 +16,6 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from numcodecs import Blosc, Zstd
 
 from ticktensor.kernels import crc32c
 
@@ -45,31 +44,12 @@ def group_file(attributes: dict[str, Any]) -> bytes:
     return _document({"attributes": attributes, "zarr_format": 3, "node_type": "group"})
 
 
-_SHUFFLE: Final = {
-    "noshuffle": Blosc.NOSHUFFLE,
-    "shuffle": Blosc.SHUFFLE,
-    "bitshuffle": Blosc.BITSHUFFLE,
-}
-
-
-def _codecs(layout: Layout, typesize: int) -> tuple[list[dict[str, Any]], Any]:
-    """The array's codec list and the numcodecs compressor that encodes its chunks.
-
-    The compressor's settings are the layout's zarr-python codec (:meth:`Layout.compressors`,
-    the one place they are decided), as it writes them in the metadata.
-    """
-    codecs: list[dict[str, Any]] = [{"name": "bytes", "configuration": {"endian": "little"}}]
-    compressors = layout.compressors(typesize) or []
-    if not compressors:
-        return codecs, None
-    (compressor,) = compressors
-    entry = json.loads(json.dumps(compressor.to_dict()))  # plain str, int and bool values
-    codecs.append(entry)
-    config = dict(entry["configuration"])
-    if entry["name"] == "zstd":
-        return codecs, Zstd(**config)
-    config["shuffle"] = _SHUFFLE[config["shuffle"]]
-    return codecs, Blosc(**config)
+def _codecs(layout: Layout, typesize: int) -> list[dict[str, Any]]:
+    """The array's Zarr codec list: ``bytes`` (little-endian), then the layout's codec."""
+    return [
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        *layout.chunk_codec.metadata(typesize, layout.level),
+    ]
 
 
 def array_files(
@@ -91,9 +71,10 @@ def array_files(
     the chunks are then encoded before the metadata is made."""
     data = np.ascontiguousarray(data)
     floating = data.dtype.kind == "f"
-    codecs, compressor = _codecs(layout, data.dtype.itemsize)
+    codecs = _codecs(layout, data.dtype.itemsize)
+    encode = layout.chunk_codec.encoder(data.dtype.itemsize, layout.level)
     chunk_shape = [chunk_rows, *data.shape[1:]]
-    chunks: Iterable[tuple[int, tuple[str, bytes]]] = _chunk_files(data, chunk_rows, compressor)
+    chunks: Iterable[tuple[int, tuple[str, bytes]]] = _chunk_files(data, chunk_rows, encode)
     if checksums:
         chunks = list(chunks)
         crcs: list[int | None] = [None] * -(-data.shape[0] // chunk_rows)
@@ -123,7 +104,7 @@ def array_files(
 
 
 def _chunk_files(
-    data: npt.NDArray[Any], chunk_rows: int, compressor: Any
+    data: npt.NDArray[Any], chunk_rows: int, encode: Callable[[Buffer], Buffer]
 ) -> Iterator[tuple[int, tuple[str, bytes]]]:
     """Each chunk file of ``data`` (C-contiguous) with its chunk's number; a chunk holding
     only the fill value has none."""
@@ -134,9 +115,7 @@ def _chunk_files(
         chunk = padded_chunk(little[lo : lo + chunk_rows], chunk_rows)
         if np.isnan(chunk).all() if floating else not chunk.any():
             continue
-        raw = chunk.tobytes()
-        blob = raw if compressor is None else bytes(compressor.encode(raw))
-        yield index, (f"c/{index}{suffix}", blob)
+        yield index, (f"c/{index}{suffix}", bytes(encode(chunk.tobytes())))
 
 
 def padded_chunk(rows: npt.NDArray[Any], chunk_rows: int) -> npt.NDArray[Any]:
@@ -173,7 +152,7 @@ def sharding_document(
     chunk's sha256 is recorded by the pack).
     """
     floating = dtype.kind == "f"
-    codecs, _ = _codecs(layout, dtype.itemsize)
+    codecs = _codecs(layout, dtype.itemsize)
     tail = list(shape[1:])
     return _document(
         {
@@ -209,10 +188,8 @@ def chunk_codec(layout: Layout, itemsize: int) -> Callable[[npt.NDArray[Any]], B
     """The layout's encoding of one inner chunk (a C-contiguous little-endian array of
     ``itemsize``-byte items) into its stored bytes; with no compressor, a flat byte view
     of the chunk (no copy: keep the rows unchanged while it is in use)."""
-    _, compressor = _codecs(layout, itemsize)
-    if compressor is None:
-        return lambda chunk: chunk.data.cast("B")
-    return lambda chunk: bytes(compressor.encode(chunk.tobytes()))
+    encode = layout.chunk_codec.encoder(itemsize, layout.level)
+    return lambda chunk: encode(chunk.data.cast("B"))
 
 
 def shard_key(shard: int, ndim: int) -> str:

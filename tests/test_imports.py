@@ -134,3 +134,72 @@ def test_no_package_imports_another_packages_private_modules() -> None:
 def test_the_check_itself(importer: str, source: str, expected: bool) -> None:
     tree = ast.parse(source)
     assert bool(violations(tree, *_module_name(ROOT / importer))) is expected
+
+
+#: What the loaders never see of the store's codecs: their tags and the readers' names
+#: for chunk kinds (as string values), the codec attribute of a chunk, the codec modules.
+CODEC_WORDS = frozenset({"raw", "zstd", "lz4", "blosc", "fill"})
+CODEC_ATTRIBUTES = frozenset({"codec", "chunk_codec"})
+CODEC_MODULES = ("ticktensor.store.codecs", "numcodecs", "zstandard", "blosc", "lz4")
+CODEC_NAMES = frozenset({"Codec", "ChunkCodec", "codec_for", "codec_of_chain", "check_frame"})
+
+
+def codec_knowledge(tree: ast.Module) -> list[tuple[int, str]]:
+    """Where ``tree`` (a module of ``loaders/``) knows a codec: a codec name as a string
+    value (docstrings aside), ``.codec`` of a chunk, an import of a codec module or name."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and id(node) not in docstrings:
+            if isinstance(node.value, str) and node.value in CODEC_WORDS:
+                found.append((node.lineno, f"codec name {node.value!r}"))
+        elif isinstance(node, ast.Attribute) and node.attr in CODEC_ATTRIBUTES:
+            found.append((node.lineno, f"attribute .{node.attr}"))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            modules = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+            )
+            names = {alias.name for alias in node.names}
+            if any(m == c or m.startswith(c + ".") for m in modules for c in CODEC_MODULES):
+                found.append((node.lineno, f"import of {', '.join(modules)}"))
+            elif "ticktensor.store" in modules and names & CODEC_NAMES:
+                found.append((node.lineno, f"import of {', '.join(sorted(names & CODEC_NAMES))}"))
+    return found
+
+
+def test_loaders_know_no_codecs() -> None:
+    """The store decodes chunks (``decode_chunk``); the loaders hand it the bytes and a
+    buffer, and never branch on a codec or import one."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {what}"
+        for path in sorted((ROOT / "loaders").rglob("*.py"))
+        for line, what in codec_knowledge(ast.parse(path.read_text(), filename=str(path)))
+    ]
+    assert not found, "ask ticktensor.store to decode instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('if file.codec == "raw":\n    pass', 2),
+        ('kind = "zstd"', 1),
+        ("from ticktensor.store import Codec", 1),
+        ("from ticktensor.store.codecs import codec_for", 1),
+        ("import numcodecs", 1),
+        ('"""A raw chunk is read into place."""', 0),
+        ('def f() -> None:\n    """zstd"""', 0),
+        ("from ticktensor.store import decode_chunk", 0),
+        ('verify = "none"', 0),
+    ],
+)
+def test_the_codec_check_itself(source: str, expected: int) -> None:
+    assert len(codec_knowledge(ast.parse(source))) == expected
