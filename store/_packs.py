@@ -441,6 +441,10 @@ def _shard_index(
         data = location.read_range(rel, entry.bytes - size, entry.bytes)
     except FileNotFoundError:
         raise StoreCorruptError(f"{where}: shard {rel} is missing", [(rel, "missing")]) from None
+    except OSError as exc:  # a directory in its place, an I/O error
+        raise StoreCorruptError(
+            f"{where}: shard {rel} cannot be read ({exc.strerror or exc})", [(rel, "unreadable")]
+        ) from exc
     if len(data) != size:
         raise StoreCorruptError(
             f"{where}: shard {rel} is {len(data)} bytes short of its recorded size",

@@ -18,7 +18,8 @@ Each rank writes the ids it trained on, one per line, to
 ``EVAL_SAMPLES`` windows (two ranks share them evenly, but not in whole global steps of
 ``2 * BATCH``), with our loader and with torch's, both built first thing (Lightning gives
 torch's a ``DistributedSampler``): each rank writes the ids it saw to
-``OUT/eval/{ours,ours_unpadded,torch}-{validate,predict}-rank{R}.txt``. Run by ``test_lightning.py``.
+``OUT/eval/{ours,ours_unpadded,torch}-{validate,predict}-rank{R}.txt``.
+Run by ``test_lightning.py``.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def _stage(staging: Staging, files: dict[str, list[Batch]]) -> list[tuple[str, E
             rows = pa.array(range(row, row + len(batch)), pa.int64())
             row += len(batch)
             table = conform(table, EventKind.TRADES).append_column("_row", rows)
-            parts += _write_parts(task, EventKind.TRADES, table, f"{task.tag}-{i:05d}")
+            parts += _write_parts(task, EventKind.TRADES, table, f"{task.tag}-{i:05d}", [])
     return parts
 
 
