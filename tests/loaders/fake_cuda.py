@@ -85,7 +85,14 @@ def install(devices: int = 2) -> list[dict[str, Any]]:
     cuda.set_device = set_device
     cuda.Stream = _Stream
     cuda.Event = _Event
-    cuda.current_stream = recorder("current_stream", lambda *a: _Stream.__new__(_Stream))
+
+    def current_stream(device: Any = None) -> _Stream:
+        _record("current_stream", device)
+        stream = _Stream.__new__(_Stream)
+        stream.device = current[0] if device is None else device
+        return stream
+
+    cuda.current_stream = current_stream
     cuda.mem_get_info = recorder("mem_get_info", (80 << 30, 80 << 30))
     cuda.synchronize = recorder("synchronize")
     empty = torch.empty

@@ -77,3 +77,31 @@ def test_a_local_rank_beyond_the_visible_devices_is_one_line_naming_both(store: 
     assert "\n" not in error
     assert "LOCAL_RANK=3" in error
     assert "sees 2" in error
+
+
+PASS_SCRIPT = """
+import json, torch
+from ticktensor import DataLoader
+from ticktensor.loaders import FastOptions, WindowDataset
+ds = WindowDataset({store!r}, {window})
+loader = DataLoader(ds, batch_size=4, pin_memory=True, fast=FastOptions(engine={engine!r}))
+# The training loop copies to cuda:1 only: CUDA is initialised, with a context on GPU 1.
+torch.cuda.is_initialized = lambda: True
+torch._C._cuda_hasPrimaryContext = lambda index: index == 1
+batches = 0
+for x, y in loader:
+    batches += 1
+    del x, y
+records = [call["args"][0] for call in CALLS if call["call"] == "Event.record"]
+print(json.dumps({{"batches": batches, "records": records}}))
+"""
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_a_pinned_pass_fences_the_devices_with_a_context(store: Path, engine: str) -> None:
+    """``pin_memory=True`` without a device: each batch the consumer let go is fenced on
+    the current stream of the device its copies can be on (GPU 1 here), not on GPU 0."""
+    seen = run_child(PASS_SCRIPT.format(store=str(store), window=WINDOW, engine=engine))
+    assert seen["batches"] > 8
+    assert len(seen["records"]) >= seen["batches"] - 6  # the ring's last slots stay out
+    assert set(seen["records"]) == {"1"}
