@@ -129,6 +129,8 @@ class Deliveries:
     def __init__(self, dataset: WindowDataset, options: FastOptions, pin_memory: bool) -> None:
         self._dataset, self._options, self._pin_memory = dataset, options, pin_memory
         self._built: Delivery | None = None
+        if options.dali is not None:  # its errors belong to building the loader
+            _dali_normalization(dataset, options.dali)
         if options.resident is not None:
             self.for_pass()
 
