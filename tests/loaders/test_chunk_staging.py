@@ -224,3 +224,23 @@ def test_without_fences_the_emulation_catches_refilled_buffers(
         not torch.equal(x, torch.from_numpy(ds.get_batch(samples)[0])) for x, _, samples in batches
     )
     assert wrong > len(batches) // 4
+
+
+def test_the_staging_thread_makes_the_fences_device_current() -> None:
+    """The staging thread waits on fences: it must first make their device current (a
+    new thread starts on GPU 0, where waiting would open a second CUDA context)."""
+
+    class Recording(FakeStream):
+        def __init__(self) -> None:
+            super().__init__()
+            self.threads: list[str] = []
+
+        def enter_thread(self) -> None:
+            self.threads.append(threading.current_thread().name)
+
+    fences = Recording()
+    stager = ChunkStager(rows, shape=(4, 2), pin=False, capacity=2, fences=fences)
+    stager.stage([1, 2])
+    assert stager.wait_idle(5)
+    assert fences.threads, "the staging thread never entered the fences' device"
+    assert all(name.startswith("ticktensor-stage") for name in fences.threads)
