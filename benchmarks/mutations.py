@@ -138,7 +138,7 @@ MUTATIONS = (
             self.held = collections.deque(maxlen=0)
         _dali_pipeline._Feed.__init__ = init
         """,
-        ("tests/loaders/test_dali.py",),
+        ("tests/loaders/test_dali.py", "tests/loaders/test_dali_feed.py"),
     ),
 )
 
