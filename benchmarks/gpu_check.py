@@ -7,8 +7,14 @@ One command on a machine with an NVIDIA GPU (under 8 minutes with D1)::
     python benchmarks/gpu_check.py --quick         # a tiny store, well under a minute
     python benchmarks/gpu_check.py --rows 100000   # D1's shape with fewer rows per symbol
 
-Rows:
+Rows, in the order they are measured:
 
+- ``fences``: the fence path first: ``pin_memory=True`` without a device, the user's own
+  ``x.cuda(non_blocking=True)`` queued after ``torch.cuda._sleep`` so the GPU lags, an
+  exact checksum (int32 view, summed on the GPU) of every batch against the host path's
+  batch of the same epoch and step, 3 epochs, both engines: wrong batches, which must be
+  0; and a negative control with reader fences removed, which should show wrong batches
+  (else the check could not see a refilled buffer);
 - ``h2d``: host-to-device copy bandwidth of 256 MiB from pageable and from pinned memory
   (``Tensor.copy_``, i.e. ``cudaMemcpy``), and the loader's own copy (``CudaDelivery`` out
   of a pinned batch slot on its side stream), as a share of the pinned bandwidth;
@@ -140,7 +146,8 @@ def run(
             raw, **common, fast=FastOptions(order=order, device=device, backend=DaliOptions())
         )
     where = "cuda" if cuda else f"cpu ({NO_CUDA})"
-    rows = _h2d_rows(raw, workload, cuda, seconds)
+    rows = _fence_rows(normed, order, batch, cuda)
+    rows.extend(_h2d_rows(raw, workload, cuda, seconds))
     # One loader per mode for every timed row, warmed by a whole untimed pass (device
     # residency loads its chunks then), so no timed window pays for building a loader.
     warmed = {name: _warmed(make()) for name, make in modes.items()}
@@ -170,6 +177,80 @@ def run(
         rows.append(_row("stall", name, 100 * stall, "%", note, step_ms=step.alone_s * 1e3))
     rows.extend(_correctness(modes, normed, order, batch))
     rows.extend(_goals(rows, cuda))
+    return rows
+
+
+_FENCE_MODES = {
+    "pinned, user copy (python)": ("python", True),
+    "pinned, user copy (native)": ("native", True),
+    "negative control: no fences": ("python", False),
+}
+
+
+def _fence_rows(
+    normed: WindowDataset, order: UniformOrder, batch: int, cuda: bool, epochs: int = 3
+) -> list[Row]:
+    """Wrong batches of the fence path per engine, and of the control without fences."""
+    if not cuda:
+        return [_row("fences", mode, None, "wrong batches", NO_CUDA) for mode in _FENCE_MODES]
+    return _fence_rows_cuda(normed, order, batch, epochs)  # pragma: no cover - GPU only
+
+
+def _checksum(x: torch.Tensor) -> torch.Tensor:
+    """An exact checksum: the float32 bits as integers, summed (order does not matter)."""
+    return x.contiguous().view(torch.int32).to(torch.int64).sum()
+
+
+@contextlib.contextmanager
+def _no_fences() -> Iterator[None]:  # pragma: no cover - GPU only
+    """Loaders whose first pass starts inside deliver without reader fences."""
+    build = Delivery.build
+
+    def unfenced(*args: Any, **kwargs: Any) -> Delivery:
+        return dataclasses.replace(build(*args, **kwargs), fences=None)
+
+    Delivery.build = unfenced  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Delivery.build = build  # type: ignore[method-assign]
+
+
+def _fence_rows_cuda(
+    normed: WindowDataset, order: UniformOrder, batch: int, epochs: int, limit: int = 64
+) -> list[Row]:  # pragma: no cover - GPU only
+    common: dict[str, Any] = {"batch_size": batch, "drop_last": True}
+    reference = DataLoader(normed, **common, fast=FastOptions(order=order))
+    expected = []
+    for epoch in range(epochs):
+        reference.set_epoch(epoch)
+        expected.append([int(_checksum(x)) for x, _ in _first(reference, limit)])
+    rows = []
+    for mode, (engine, fenced) in _FENCE_MODES.items():
+        loader = DataLoader(
+            normed, pin_memory=True, **common, fast=FastOptions(order=order, engine=engine)
+        )
+        sums: list[list[torch.Tensor]] = []
+        with contextlib.nullcontext() if fenced else _no_fences():
+            for epoch in range(epochs):
+                loader.set_epoch(epoch)
+                got = []
+                for x, _ in loader:  # batch by batch: the loop keeps only the device copy
+                    torch.cuda._sleep(2_000_000)  # type: ignore[no-untyped-call]  # about 1 ms
+                    got.append(_checksum(x.cuda(non_blocking=True)))
+                    del x
+                    if len(got) == limit:
+                        break
+                sums.append(got)
+        torch.cuda.synchronize()
+        total = sum(len(e) for e in expected)
+        wrong = sum(
+            int(g) != e
+            for got, want in zip(sums, expected, strict=True)
+            for g, e in zip(got, want, strict=True)
+        )
+        note = f"of {total} batches, {epochs} epochs, GPU lagging"
+        rows.append(_row("fences", mode, float(wrong), "wrong batches", note))
     return rows
 
 

@@ -44,6 +44,10 @@ def test_quick_check_runs_without_a_gpu(tmp_path: Path) -> None:
         assert h2d
         assert all(row["value"] is None and row["note"] == "no CUDA" for row in h2d)
         assert all(row["note"] == "no CUDA" for row in rows if row["check"] == "goal")
+        fences = [row for row in rows if row["check"] == "fences"]
+        assert len(fences) == 3
+        assert all(row["value"] is None and row["note"] == "no CUDA" for row in fences)
+        assert rows[0]["check"] == "fences"  # the fence path comes first
         assert "no CUDA" in done.stdout
     loader = [row for row in rows if row["check"] == "loader"]
     assert all(row["value"] > 0 for row in loader if row["mode"] in modes)
