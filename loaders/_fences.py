@@ -13,7 +13,7 @@ Stream rules for a consumer of pinned host batches: a copy queued on the current
 of any device (``x.to("cuda:1", non_blocking=True)`` with ``cuda:0`` current included),
 before the batch is let go, is covered. A copy on another stream must be joined to that
 device's current stream (``torch.cuda.current_stream().wait_stream(side)``) before the
-next ``next()``, or be named with :meth:`CudaFences.add_reader_stream`.
+next ``next()``, or be named with ``DataLoader.add_reader_stream``.
 """
 
 from __future__ import annotations

@@ -129,6 +129,7 @@ class Deliveries:
     def __init__(self, dataset: WindowDataset, options: FastOptions, pin_memory: bool) -> None:
         self._dataset, self._options, self._pin_memory = dataset, options, pin_memory
         self._built: Delivery | None = None
+        self._reader_streams: list[Any] = []
         if options.dali is not None:  # its errors belong to building the loader
             _dali_normalization(dataset, options.dali)
         if options.resident is not None:
@@ -140,8 +141,18 @@ class Deliveries:
         built = self._built
         if built is None or built.device != device:
             built = Delivery.build(self._dataset, self._options, self._pin_memory, device)
+            if isinstance(built.fences, CudaFences):
+                for stream in self._reader_streams:
+                    built.fences.add_reader_stream(stream)
             self._built = built
         return built
+
+    def add_reader_stream(self, stream: Any) -> None:
+        """Fence ``stream`` too, in this pass's delivery and every later one."""
+        self._reader_streams.append(stream)
+        built = self._built
+        if built is not None and isinstance(built.fences, CudaFences):
+            built.fences.add_reader_stream(stream)
 
     @property
     def last(self) -> Delivery | None:

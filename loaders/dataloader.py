@@ -441,6 +441,19 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             return batches if transform is None else map(transform, batches)
         return self._iter(0)
 
+    def add_reader_stream(self, stream: Any) -> None:
+        """Name a CUDA stream on which the loop copies pinned host batches.
+
+        With ``pin_memory=True`` and no ``device``, a batch's buffer is refilled only once
+        the copies queued from it have run: the loader fences the current stream of every
+        device with a CUDA context when the batch is let go. A copy on another stream
+        (``with torch.cuda.stream(side): x.cuda(non_blocking=True)``) not joined to the
+        current stream before the next ``next()`` is covered only once that stream is
+        named here. Streams do not pickle: name them again on a copy of the loader.
+        """
+        self._require_fast("add_reader_stream")
+        self._deliveries.add_reader_stream(stream)
+
     def skip_first_batches(self, num_batches: int) -> SkippedPasses:
         """This loader with each pass starting ``num_batches`` batches in.
 

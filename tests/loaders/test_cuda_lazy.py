@@ -85,6 +85,8 @@ from ticktensor import DataLoader
 from ticktensor.loaders import FastOptions, WindowDataset
 ds = WindowDataset({store!r}, {window})
 loader = DataLoader(ds, batch_size=4, pin_memory=True, fast=FastOptions(engine={engine!r}))
+if {side!r}:
+    loader.add_reader_stream(torch.cuda.Stream(device="side"))
 # The training loop copies to cuda:1 only: CUDA is initialised, with a context on GPU 1.
 torch.cuda.is_initialized = lambda: True
 torch._C._cuda_hasPrimaryContext = lambda index: index == 1
@@ -101,7 +103,17 @@ print(json.dumps({{"batches": batches, "records": records}}))
 def test_a_pinned_pass_fences_the_devices_with_a_context(store: Path, engine: str) -> None:
     """``pin_memory=True`` without a device: each batch the consumer let go is fenced on
     the current stream of the device its copies can be on (GPU 1 here), not on GPU 0."""
-    seen = run_child(PASS_SCRIPT.format(store=str(store), window=WINDOW, engine=engine))
+    script = PASS_SCRIPT.format(store=str(store), window=WINDOW, engine=engine, side=False)
+    seen = run_child(script)
     assert seen["batches"] > 8
     assert len(seen["records"]) >= seen["batches"] - 6  # the ring's last slots stay out
     assert set(seen["records"]) == {"1"}
+
+
+def test_a_reader_stream_named_on_the_loader_is_fenced(store: Path) -> None:
+    """``loader.add_reader_stream(side)``: copies on a side stream never joined to the
+    current stream are fenced too."""
+    script = PASS_SCRIPT.format(store=str(store), window=WINDOW, engine="python", side=True)
+    seen = run_child(script)
+    assert set(seen["records"]) == {"1", "side"}
+    assert seen["records"].count("side") == seen["records"].count("1")
