@@ -21,7 +21,7 @@ from ._prefetch import PrefetchStats
 from .dataset import WindowDataset
 from .sharding import ShardPlan
 
-__all__ = ["DeviceChunks", "ResidentBatches", "ResidentOptions"]
+__all__ = ["DeviceChunks", "ResidentBatches", "ResidentOptions", "pool_slots"]
 
 Int64s = npt.NDArray[np.int64]
 
@@ -116,14 +116,8 @@ class DeviceChunks:
         self._needed = np.asarray(dataset._needed, dtype=np.bool_)[index.load_of]
         n_needed = int(np.count_nonzero(self._needed))
         budget = options.budget_bytes or _default_budget(dataset, device)
-        self.slots = min(n_needed, budget // self.chunk_bytes)
+        self.slots, self.whole = pool_slots(dataset, budget)
         self._holds_all = self.slots >= n_needed  # no chunk is ever evicted
-        if self.slots < 1:
-            raise ConfigError(
-                f"residency budget of {budget} bytes holds no chunk of {self.chunk_bytes} bytes "
-                f"({self.max_rows} rows x {self.n_features} float32 features)"
-            )
-        self.whole = self.slots == n_chunks  # every chunk is read, and fits
         row_base = np.concatenate([[0], np.cumsum(index.source_rows)[:-1]]).astype(np.int64)
         self._row_base = row_base
         starts = [base + s for base, s in zip(row_base, index.chunk_starts, strict=True)]
@@ -285,6 +279,22 @@ class DeviceChunks:
         # Farthest next use first; among chunks no planned batch reads, least recently used.
         ranked = candidates[np.lexsort((self._used_at[candidates], -uses[uses > 0]))]
         return np.concatenate([empty, ranked[: count - empty.size]])
+
+
+def pool_slots(dataset: WindowDataset, budget: int) -> tuple[int, bool]:
+    """``(slots, whole)``: the chunks a pool of ``budget`` bytes holds, and whether that
+    is every chunk (nothing is ever evicted). Touches no device."""
+    index = dataset.chunks
+    max_rows = max(f.stored_rows for f in index.files)
+    chunk_bytes = max_rows * dataset.n_features * 4
+    needed = np.asarray(dataset._needed, dtype=np.bool_)[index.load_of]
+    slots = min(int(np.count_nonzero(needed)), budget // chunk_bytes)
+    if slots < 1:
+        raise ConfigError(
+            f"residency budget of {budget} bytes holds no chunk of {chunk_bytes} bytes "
+            f"({max_rows} rows x {dataset.n_features} float32 features)"
+        )
+    return slots, slots == len(index)
 
 
 def _tensor(values: npt.NDArray[np.float32]) -> torch.Tensor:

@@ -23,7 +23,7 @@ from ._index import normalization
 from ._native_prefetch import NativePrefetcher, Relay
 from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
 from ._readahead import Readahead
-from ._resident import DeviceChunks, ResidentBatches
+from ._resident import DeviceChunks, ResidentBatches, pool_slots
 from .dali import DaliBatches, DaliOptions, DaliPipeline, dali_available
 from .dataset import WindowDataset
 from .options import FastOptions
@@ -93,7 +93,6 @@ class Delivery:
         if resident is not None:
             # FastOptions refuses residency without a device, and "auto" resolves to one.
             assert device is not None
-            memory = "device-resident (no host batch buffers)"
             device_chunks = DeviceChunks(dataset, device, resident)
         dali_pipeline = None
         if dali is not None:
@@ -122,8 +121,10 @@ class Deliveries:
     ``cuda`` or ``"auto"``) is resolved on the consumer's thread at the start of each
     pass (:func:`~ticktensor.loaders._devices.resolve_device`), and the delivery for it
     (copy stream, pinned-buffer fences, DALI pipeline) is built then and kept while the
-    device stays the same. Device-resident chunks are the exception: the loader's order
-    depends on how many fit, so residency resolves its device when the loader is built.
+    device stays the same. Device residency with the default budget (a share of the GPU's
+    memory) is the exception: how many chunks fit decides the loader's order, so it
+    resolves its device and builds its pool when the loader is built; with
+    ``budget_bytes`` given (or on the CPU) it waits for the first pass too.
     """
 
     def __init__(self, dataset: WindowDataset, options: FastOptions, pin_memory: bool) -> None:
@@ -132,8 +133,21 @@ class Deliveries:
         self._reader_streams: list[Any] = []
         if options.dali is not None:  # its errors belong to building the loader
             _dali_normalization(dataset, options.dali)
-        if options.resident is not None:
-            self.for_pass()
+        # Device residency: how many chunks fit decides the loader's order. A budget given
+        # (or the CPU's) says so without CUDA; the default budget asks the GPU now.
+        self.pool: tuple[int, bool] | None = None
+        resident = options.resident
+        if resident is not None:
+            target = options.device
+            on_cpu = isinstance(target, torch.device) and target.type == "cpu"
+            if resident.budget_bytes is not None:
+                self.pool = pool_slots(dataset, resident.budget_bytes)
+            elif on_cpu:
+                self.pool = pool_slots(dataset, int(dataset.cache_bytes))
+            else:
+                chunks = self.for_pass().device_chunks
+                assert chunks is not None  # residency builds its pool
+                self.pool = chunks.slots, chunks.whole
 
     def for_pass(self) -> Delivery:
         """The delivery of a pass that starts now, on the consumer's thread."""
@@ -173,8 +187,10 @@ class Deliveries:
 def _host_memory(pin_memory: bool, on_cuda: bool, resident: bool) -> tuple[bool, str]:
     """Whether host batches are pinned, and the memory they are in, in words. Asking
     whether CUDA is available initialises nothing."""
+    if resident:
+        return False, "device-resident (no host batch buffers)"
     cuda = torch.cuda.is_available()
-    pin = bool(cuda and (pin_memory or on_cuda) and not resident)
+    pin = bool(cuda and (pin_memory or on_cuda))
     return pin, "pinned" if pin else "pageable" if cuda else "pageable (no CUDA)"
 
 

@@ -249,12 +249,11 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         dataset = path.dataset
         # No CUDA call here: the device is found when a pass starts (Deliveries).
         self._deliveries = Deliveries(dataset, options, self.pin_memory)
-        built = self._deliveries.last
-        chunks = None if built is None else built.device_chunks
-        if chunks is not None and options.order is None and shuffle and not chunks.whole:
+        pool = self._deliveries.pool  # (slots, whole) of device residency
+        if pool is not None and options.order is None and shuffle and not pool[1]:
             # A chunk cache on the device: fill it block by block, each chunk about once
             # per epoch, instead of every batch reading chunks from everywhere.
-            order = BlockShuffleOrder(seed, block_chunks=max(1, chunks.slots // 4))
+            order = BlockShuffleOrder(seed, block_chunks=max(1, pool[0] // 4))
         self.order: Order = order
         self._shuffle = shuffle
         self._passes = PassState(seed)

@@ -117,3 +117,22 @@ def test_a_reader_stream_named_on_the_loader_is_fenced(store: Path) -> None:
     seen = run_child(script)
     assert set(seen["records"]) == {"1", "side"}
     assert seen["records"].count("side") == seen["records"].count("1")
+
+
+RESIDENT_SCRIPT = """
+import json, pickle
+from ticktensor import DataLoader
+from ticktensor.loaders import FastOptions, ResidentOptions, WindowDataset
+ds = WindowDataset({store!r}, {window})
+options = FastOptions(device="cuda", residency=ResidentOptions(budget_bytes=1 << 20))
+loader = DataLoader(ds, batch_size=8, shuffle=True, fast=options)
+pickle.loads(pickle.dumps(loader))
+print(json.dumps({{"calls": CALLS, "order": type(loader.order).__name__}}))
+"""
+
+
+def test_device_residency_with_a_budget_calls_no_cuda_when_built(store: Path) -> None:
+    """How many chunks fit decides the order; a given budget says so without the GPU."""
+    seen = run_child(RESIDENT_SCRIPT.format(store=str(store), window=WINDOW))
+    assert seen["calls"] == []
+    assert seen["order"]  # chosen when the loader was built
