@@ -18,7 +18,12 @@ from ticktensor.errors import ConfigError, SchemaError
 from ticktensor.ingest import dollar_bars, make_bars, time_bars, volume_bars
 from ticktensor.schemas import BarRule, EventKind, conform, schema_for, validate
 
-BINANCE = Path("/work/shared/data/binance/btcusdt-trades.parquet")
+BINANCE = (
+    Path(__file__)
+    .resolve()
+    .parents[2]
+    .parent.joinpath("shared/data/binance/btcusdt-trades.parquet")
+)
 TS = pa.timestamp("ns", tz="UTC")
 
 Trade = tuple[int, float, float, int]

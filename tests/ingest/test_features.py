@@ -37,7 +37,12 @@ from ticktensor.ingest import (
 from ticktensor.schemas import EventKind, FeatureSpec, LabelSpec, conform, schema_for
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "features.toml"
-BINANCE = Path("/work/shared/data/binance/btcusdt-trades.parquet")
+BINANCE = (
+    Path(__file__)
+    .resolve()
+    .parents[2]
+    .parent.joinpath("shared/data/binance/btcusdt-trades.parquet")
+)
 
 MARKET = SyntheticMarket(
     symbols=("X",),

@@ -14,7 +14,7 @@ from ticktensor.schemas import EventKind, FeatureSpec
 
 from .conftest import COMMON, FEATURES, assert_bits_equal, by_symbol
 
-DATA = Path("/work/shared/data")
+DATA = Path(__file__).resolve().parents[2].parent.joinpath("shared/data")
 DBN = ("futures_mbp-1_2024-07-01T23-58_2024-07-02T00-02.dbn.zst",
        "futures_trades_2024-07-01T23-58_2024-07-02T00-02.dbn.zst")  # fmt: skip
 CASES = {

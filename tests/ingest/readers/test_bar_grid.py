@@ -19,7 +19,7 @@ from ticktensor.store import Store
 
 DATA = Path(__file__).parents[4] / "shared" / "data"
 if not DATA.exists():
-    DATA = Path("/work/shared/data")
+    DATA = Path(__file__).resolve().parents[3].parent.joinpath("shared/data")
 BARS = DATA / "bars" / "btc-perp-20211231-20220201_1m.csv"
 MINUTE = 60 * 10**9
 

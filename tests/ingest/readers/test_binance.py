@@ -22,7 +22,7 @@ from ticktensor.ingest.readers.binance import BinanceReader
 
 DATA = Path(__file__).parents[4] / "shared" / "data"
 if not DATA.exists():
-    DATA = Path("/work/shared/data")
+    DATA = Path(__file__).resolve().parents[3].parent.joinpath("shared/data")
 CAPTURE = DATA / "binance" / "spot_btcusdt_20240808.gz"
 
 

@@ -29,7 +29,7 @@ from ticktensor.ingest.readers._names import normalize
 
 DATA = Path(__file__).parents[4] / "shared" / "data"
 if not DATA.exists():
-    DATA = Path("/work/shared/data")
+    DATA = Path(__file__).resolve().parents[3].parent.joinpath("shared/data")
 USDJPY = DATA / "fx" / "usdjpy-ticks.csv"
 BARS = DATA / "bars" / "btc-perp-20211231-20220201_1m.csv"
 

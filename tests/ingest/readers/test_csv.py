@@ -26,7 +26,7 @@ from ticktensor.ingest.readers.csv import MAX_LINE_BYTES, _blocks, _mapped_block
 
 DATA = Path(__file__).parents[4] / "shared" / "data"
 if not DATA.exists():
-    DATA = Path("/work/shared/data")
+    DATA = Path(__file__).resolve().parents[3].parent.joinpath("shared/data")
 
 TRADES = CsvFormat(columns={"ts_event": "ts", "price": "px", "size": "qty", "side": "side"})
 

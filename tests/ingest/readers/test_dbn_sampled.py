@@ -118,7 +118,7 @@ def test_a_legacy_dbz_file_is_named_with_the_way_out(tmp_path: Path) -> None:
 
 SAMPLES = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "dbn"
 if not SAMPLES.exists():
-    SAMPLES = Path("/work/shared/data/dbn")
+    SAMPLES = Path(__file__).resolve().parents[3].parent.joinpath("shared/data/dbn")
 
 
 @pytest.mark.parametrize("schema", ["bbo-1s", "bbo-1m"])

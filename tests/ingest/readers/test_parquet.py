@@ -15,7 +15,7 @@ from ticktensor.ingest._sources import expand_inputs
 from ticktensor.ingest.readers import CsvFormat, EventBatch, ParquetReader, ReadOptions
 from ticktensor.schemas import conform, schema_for
 
-BINANCE = Path("/work/shared/data/binance")
+BINANCE = Path(__file__).resolve().parents[3].parent.joinpath("shared/data/binance")
 TRADES_FMT = CsvFormat(
     columns={"ts_event": "timestamp", "size": "quantity", "side": "buyer_maker"},
     side_map={"True": -1, "False": 1},

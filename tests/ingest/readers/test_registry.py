@@ -13,7 +13,7 @@ from ticktensor.ingest import readers
 from ticktensor.ingest._sources import expand_inputs
 from ticktensor.ingest.readers import READERS, detect, get_reader
 
-DATA = Path("/work/shared/data")
+DATA = Path(__file__).resolve().parents[3].parent.joinpath("shared/data")
 TABLE = pa.table({"a": [1, 2]})
 
 

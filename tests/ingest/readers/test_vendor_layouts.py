@@ -166,7 +166,7 @@ def test_binance_dump_honours_the_delimiter_and_names_it(tmp_path: Path) -> None
 
 DATA = Path(__file__).parents[4] / "shared" / "data"
 if not DATA.exists():
-    DATA = Path("/work/shared/data")
+    DATA = Path(__file__).resolve().parents[3].parent.joinpath("shared/data")
 LOBSTER = DATA / "lobster" / "AMZN_2012-06-21_34200000_57600000_{part}_1.csv"
 
 
