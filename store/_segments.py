@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -274,8 +274,13 @@ def open_segment(
         raise StoreCorruptError(f"{where}: array 'labels' is missing")
     # The CRC-32C from the metadata zarr read through the guard (hash-checked above).
     for name, array in arrays.items():
+        attributes = array.metadata.attributes
+        if not isinstance(attributes, Mapping):
+            raise StoreCorruptError(
+                f"{where}: array {name!r} attributes are {attributes!r:.80}, expected an object"
+            )
         recorded = recorded_crcs(
-            {"attributes": array.attrs.asdict()},
+            {"attributes": dict(attributes)},
             -(-record.rows // rows),
             f"{where} array {name!r}",
         )
