@@ -58,14 +58,7 @@ def normalization(version: StoreVersion, names: tuple[str, ...]) -> tuple[Floats
             "declare one with `ticktensor ingest --stats-period START:END`, a feature "
             "spec's stats_period, or Store.commit(stats=...)"
         )
-    missing = [n for n in names if n not in stats.names]
-    if missing:
-        raise ConfigError(f"normalize=True but the store's statistics lack {missing}")
-    pos = [stats.names.index(n) for n in names]
-    mean = np.array([stats.mean[p] for p in pos], dtype=np.float32)
-    std = np.array([stats.std[p] for p in pos], dtype=np.float32)
-    std = np.where(np.isfinite(std) & (std > 0), std, np.float32(1)).astype(np.float32)
-    return mean, std
+    return stats.scale(names)
 
 
 def select_sources(

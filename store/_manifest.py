@@ -10,7 +10,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ticktensor.errors import FormatVersionError, StoreCorruptError
+import numpy as np
+import numpy.typing as npt
+
+from ticktensor.errors import ConfigError, FormatVersionError, StoreCorruptError
 
 from ._location import check_relative
 
@@ -102,6 +105,22 @@ class FeatureStats:
                 f"stats need one mean and std per feature: {len(self.names)} names, "
                 f"{len(self.mean)} means, {len(self.std)} stds"
             )
+
+    def scale(
+        self, names: Iterable[str]
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """``(mean, std)`` of ``names`` as float32, a std that is not finite and positive
+        taken as 1: what ``WindowDataset(normalize=True)`` and the live engine's windows
+        apply, ``(x - mean) / std``, from one place so that the two cannot differ."""
+        wanted = list(names)
+        missing = [n for n in wanted if n not in self.names]
+        if missing:
+            raise ConfigError(f"the store's feature statistics lack {missing}")
+        pos = [self.names.index(n) for n in wanted]
+        mean = np.array([self.mean[p] for p in pos], dtype=np.float32)
+        std = np.array([self.std[p] for p in pos], dtype=np.float32)
+        std = np.where(np.isfinite(std) & (std > 0), std, np.float32(1)).astype(np.float32)
+        return mean, std
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -57,18 +57,6 @@ class LiveRows(NamedTuple):
     """Every event's :class:`Verdict`."""
 
 
-def _scale(stats: FeatureStats, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(mean, std)`` float32 as ``WindowDataset(normalize=True)`` applies them."""
-    missing = [n for n in names if n not in stats.names]
-    if missing:
-        raise ConfigError(f"the statistics lack feature(s) {missing}")
-    pos = [stats.names.index(n) for n in names]
-    mean = np.array([stats.mean[p] for p in pos], dtype=np.float32)
-    std = np.array([stats.std[p] for p in pos], dtype=np.float32)
-    std = np.where(np.isfinite(std) & (std > 0), std, np.float32(1)).astype(np.float32)
-    return mean, std
-
-
 class LiveEngine:
     """Features of ``spec`` computed event by event, equal bit for bit to what ingest stores.
 
@@ -118,7 +106,7 @@ class LiveEngine:
             raise ConfigError(f"session length must be >= 0 ns, got {session}")
         self.session = session
         session_ns, session_kind = kinds[session] if isinstance(session, str) else (session, 0)
-        self._scale = None if stats is None else _scale(stats, spec.features)
+        self._scale = None if stats is None else stats.scale(spec.features)
         plan = plan_of(spec)
         self._native = _native.LiveEngine(
             plan.clock,
