@@ -37,9 +37,9 @@ from ticktensor.ingest._sources import Input
 from ticktensor.schemas import MBP_DEPTH, EventKind, cast_columns
 
 from ._base import EventBatch, Inference, ReadOptions
-from ._depth_book import DepthBook
+from ._depth_book import LEVEL_COLUMNS, DepthBook
 from ._text import Lines, parse_numbers, reject, rejects_table, split_lines
-from ._time_inference import epoch_unit
+from ._time_inference import UNIT_NS, epoch_unit
 
 __all__ = ["HEADER", "is_depth_updates", "read_depth_updates", "snapshot_sibling"]
 
@@ -57,13 +57,6 @@ _NUMBERS = {
     "pu": pa.int64(),
 }
 _SIDES = {"b": "b", "bid": "b", "buy": "b", "a": "a", "ask": "a", "s": "a", "sell": "a"}
-_UNIT_NS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
-_LEVELS = tuple(
-    f"{side}_{what}_{level:02d}"
-    for side in ("bid", "ask")
-    for what in ("px", "sz")
-    for level in range(MBP_DEPTH)
-)
 _UPDATE = re.compile(r"(depth[_\-.])update", re.IGNORECASE)
 
 
@@ -270,7 +263,7 @@ def _group(lines: Lines, state: _State) -> Iterator[_Event]:
 
 def _ns(state: _State, value: int) -> int:
     if state.unit_ns is None:  # decided once per file, from the first time
-        state.unit_ns = _UNIT_NS[epoch_unit(float(value))]
+        state.unit_ns = UNIT_NS[epoch_unit(float(value))]
     return value * state.unit_ns
 
 
@@ -316,7 +309,7 @@ def _row(state: _State, event: _Event, action: str, book: DepthBook) -> None:
 
 
 def _flush(state: _State, inference: Inference | None) -> EventBatch:
-    names = ("ts_event", "symbol", "action", *_LEVELS, "sequence")
+    names = ("ts_event", "symbol", "action", *LEVEL_COLUMNS, "sequence")
     columns = list(zip(*state.rows, strict=True)) if state.rows else [()] * len(names)
     arrays: dict[str, pa.Array] = {}
     for name, values in zip(names, columns, strict=True):

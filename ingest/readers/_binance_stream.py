@@ -26,8 +26,8 @@ from ticktensor.ingest._sources import Input
 from ticktensor.schemas import MBP_DEPTH, EventKind, cast_columns, schema_for
 
 from ._base import REJECT_SCHEMA, EventBatch, Inference, ReadOptions
-from ._depth_book import DepthBook
-from ._time_inference import epoch_unit
+from ._depth_book import LEVEL_COLUMNS, DepthBook
+from ._time_inference import UNIT_NS, epoch_unit
 
 __all__ = ["MAX_WAITING", "CaptureDecoder"]
 
@@ -35,19 +35,14 @@ __all__ = ["MAX_WAITING", "CaptureDecoder"]
 MAX_WAITING = 20_000
 _NO_SNAPSHOT = "no depth snapshot for this diff: the book is unknown"
 
-_UNIT_NS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
-_LEVELS = tuple(
-    f"{side}_{what}_{level:02d}"
-    for side in ("bid", "ask")
-    for what in ("px", "sz")
-    for level in range(MBP_DEPTH)
-)
 _COLUMNS: dict[EventKind, tuple[str, ...]] = {
     EventKind.TRADES: ("ts_event", "ts_recv", "symbol", "price", "size", "side", "trade_id"),
     EventKind.QUOTES: (
         "ts_event", "ts_recv", "symbol", "bid_px", "bid_sz", "ask_px", "ask_sz", "sequence",
     ),
-    EventKind.MBP10: ("ts_event", "ts_recv", "symbol", "action", "side", *_LEVELS, "sequence"),
+    EventKind.MBP10: (
+        "ts_event", "ts_recv", "symbol", "action", "side", *LEVEL_COLUMNS, "sequence",
+    ),
 }  # fmt: skip
 
 
@@ -130,7 +125,7 @@ class CaptureDecoder:
     def _ns(self, value: Any) -> int:
         whole = int(value)  # raises before the unit is fixed from a malformed time
         if self.unit_ns is None:  # decided once per file, from the first exchange time
-            self.unit_ns = _UNIT_NS[epoch_unit(float(whole))]
+            self.unit_ns = UNIT_NS[epoch_unit(float(whole))]
         return whole * self.unit_ns
 
     def _wanted(self, kind: EventKind) -> bool:
@@ -289,7 +284,7 @@ class CaptureDecoder:
             f"lines: {counts or 'none'}",
         ]
         if self.unit_ns is not None:
-            unit = next(u for u, n in _UNIT_NS.items() if n == self.unit_ns)
+            unit = next(u for u, n in UNIT_NS.items() if n == self.unit_ns)
             notes.append(
                 f"exchange times in {unit} (from the magnitude); ts_recv: the capture's ns"
             )

@@ -23,7 +23,17 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["DepthBook", "Refusal"]
+from ticktensor.schemas import MBP_DEPTH
+
+__all__ = ["LEVEL_COLUMNS", "DepthBook", "Refusal"]
+
+#: The mbp10 level columns a book fills, in the canonical order.
+LEVEL_COLUMNS = tuple(
+    f"{side}_{what}_{level:02d}"
+    for side in ("bid", "ask")
+    for what in ("px", "sz")
+    for level in range(MBP_DEPTH)
+)
 
 #: ``[price, quantity]`` pairs: text (Binance's JSON) or numbers (parsed CSV columns).
 Levels = Iterable[tuple[str | float, str | float]]

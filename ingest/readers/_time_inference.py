@@ -27,7 +27,10 @@ from ticktensor.errors import ConfigError
 
 from ._base import CsvFormat, TsUnit
 
-__all__ = ["TEXT_FORMATS", "TimeReading", "epoch_unit", "infer_time", "strptime"]
+__all__ = ["TEXT_FORMATS", "UNIT_NS", "TimeReading", "epoch_unit", "infer_time", "strptime"]
+
+#: Nanoseconds in one of each epoch unit :func:`epoch_unit` names.
+UNIT_NS: dict[str, int] = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
 
 #: Text layouts tried, in order, when a time is neither a number nor ISO 8601.
 TEXT_FORMATS: tuple[str, ...] = (
