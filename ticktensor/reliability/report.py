@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,21 +277,14 @@ def format_report(r: ReliabilityReport) -> str:
         for f in r.fuzz
     ]
     lines += ["", f"{'fault':<16}{'injected':>10}{'held':>8}{'rows lost':>11}  example"]
-    kinds: dict[str, list[FaultOutcome]] = {}
-    for o in r.faults:
-        kinds.setdefault(o.fault, []).append(o)
-    for kind, items in kinds.items():
-        example = next((o for o in items if not o.ok), items[0])
+    for kind, items, example in _by_fault(r.faults):
         lines.append(
             f"{kind:<16}{len(items):>10}{sum(o.ok for o in items):>8}"
             f"{sum(o.rows_lost for o in items):>11}  {example.point}: {example.detail[:70]}"
         )
     lines += ["", f"{'hostile store case':<24}{'points':>7}{'held':>6}  example"]
-    cases: dict[str, list[FaultOutcome]] = {}
-    for o in r.hostile:
-        cases.setdefault(o.fault, []).append(o)
-    for name, items in cases.items():
-        example = next((o for o in items if not o.ok), items[0])
+    cases = list(_by_fault(r.hostile))
+    for name, items, example in cases:
         lines.append(
             f"{name:<24}{len(items):>7}{sum(o.ok for o in items):>6}  "
             f"{example.point}: {example.detail[:80]}"
@@ -326,3 +319,15 @@ def format_report(r: ReliabilityReport) -> str:
         f"result               {'PASS' if r.passed else 'FAIL'}",
     ]
     return "\n".join(lines)
+
+
+def _by_fault(
+    outcomes: Iterable[FaultOutcome],
+) -> Iterator[tuple[str, list[FaultOutcome], FaultOutcome]]:
+    """Outcomes grouped by fault (or case) name, in first-seen order, each group with the
+    outcome it shows: its first failure, else its first."""
+    groups: dict[str, list[FaultOutcome]] = {}
+    for o in outcomes:
+        groups.setdefault(o.fault, []).append(o)
+    for name, items in groups.items():
+        yield name, items, next((o for o in items if not o.ok), items[0])
