@@ -182,8 +182,7 @@ class ChunkStager:
         numbers = [int(chunk) for chunk in chunks]
         keep = set(numbers)
         with shared.lock:
-            if os.getpid() != self._pid:  # a forked child has no thread: start afresh
-                self._pid, shared.running, shared.busy = os.getpid(), False, None
+            self._after_fork()
             for old in [c for c in shared.staged if c not in keep]:
                 buffer, _ = shared.staged.pop(old)
                 shared.free.append((buffer, None))  # never copied from
@@ -202,12 +201,16 @@ class ChunkStager:
             shared.lock.notify_all()
 
     def take(self, chunk: int) -> torch.Tensor | None:
-        """The staged rows of ``chunk``, or ``None`` when it is not staged (the caller loads
-        it itself). Hand the rows back with :meth:`release` once the copy out of them is
-        queued. A decode error is raised here."""
+        """The staged rows of ``chunk``, or ``None`` when it is neither staged nor being
+        staged (the caller loads it itself). A chunk the thread is decoding now is waited
+        for: decoding it here too would cost the consumer the whole decode. Hand the rows
+        back with :meth:`release` once the copy out of them is queued. A decode error is
+        raised here."""
         shared = self._shared
         with shared.lock:
+            self._after_fork()
             shared.wanted.pop(chunk, None)
+            shared.lock.wait_for(lambda: shared.busy != chunk)
             error = shared.errors.pop(chunk, None)
             if error is not None:
                 raise error
@@ -218,6 +221,12 @@ class ChunkStager:
             buffer, rows = found
             shared.taken[rows.data_ptr()] = buffer
             return rows
+
+    def _after_fork(self) -> None:
+        """In a forked child (under the lock): no thread works on the requests there."""
+        if os.getpid() != self._pid:
+            shared = self._shared
+            self._pid, shared.running, shared.busy = os.getpid(), False, None
 
     def release(self, rows: torch.Tensor) -> None:
         """The copy out of ``rows`` (from :meth:`take`) is queued on the consumer's current

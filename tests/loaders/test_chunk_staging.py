@@ -113,6 +113,66 @@ def test_a_staged_miss_costs_the_consumer_no_decode(version: StoreVersion) -> No
         assert torch.equal(chunks.pool[slot, : want.shape[0]], torch.from_numpy(want))
 
 
+def test_a_chunk_being_staged_is_waited_for_not_decoded_again(
+    version: StoreVersion,  # noqa: F811
+) -> None:
+    """The consumer needs a chunk while the staging thread is decoding it: it takes the
+    staged rows when they are ready instead of decoding the chunk a second time."""
+    ds = dataset(version)
+    original = ds.load_chunk
+    loads: list[tuple[int, str]] = []
+    staging = threading.Event()  # the staging thread has begun decoding chunk 1
+    consumer_loaded = threading.Event()
+
+    def counting(chunk: int) -> np.ndarray:
+        thread = threading.current_thread().name
+        loads.append((chunk, thread))
+        if chunk == 1 and thread.startswith("ticktensor-stage"):
+            staging.set()
+            consumer_loaded.wait(0.5)  # a slow decode, cut short if the consumer loads it
+        elif chunk == 1:
+            consumer_loaded.set()
+        return original(chunk)
+
+    ds.load_chunk = counting  # type: ignore[method-assign]
+    chunks = DeviceChunks(ds, torch.device("cpu"), ResidentOptions(budget_bytes=4 * CHUNK_BYTES))
+    chunks.stage([np.array([1])])
+    assert staging.wait(5)
+    chunks.require(np.array([1]))
+    assert [chunk for chunk, _ in loads] == [1], loads
+    assert chunks.stats["loaded_here"] == 0
+    want = original(1)
+    slot = int(chunks._slot_of[1])
+    assert torch.equal(chunks.pool[slot, : want.shape[0]], torch.from_numpy(want))
+
+
+def test_take_waits_for_the_chunk_being_decoded_and_raises_its_error() -> None:
+    started, go = threading.Event(), threading.Event()
+
+    def load(chunk: int) -> np.ndarray:
+        started.set()
+        assert go.wait(5)
+        if chunk == 3:
+            raise OSError("chunk 3: disk on fire")
+        return rows(chunk)
+
+    stager = ChunkStager(load, shape=(4, 2), pin=False, capacity=2)
+    for chunk in (2, 3):
+        started.clear()
+        go.clear()
+        stager.stage([chunk])
+        assert started.wait(5)
+        threading.Timer(0.05, go.set).start()
+        if chunk == 2:
+            staged = stager.take(2)
+            assert staged is not None
+            assert torch.equal(staged, torch.from_numpy(rows(2)))
+            stager.release(staged)
+        else:
+            with pytest.raises(OSError, match="disk on fire"):
+                stager.take(3)
+
+
 class LaggingChunks(DeviceChunks):
     """Device chunks whose device work is queued on a :class:`FakeStream`: a copy reads its
     host rows, and a gather the pool, only when the stream runs it, as on a busy GPU."""
