@@ -65,9 +65,10 @@ class _Shared:
         self.running = False  # a thread works on the requests (set and cleared under lock)
         self.staged_total = 0
 
-    def next_job(self) -> tuple[int, torch.Tensor, Fence | None] | None:
-        """The next chunk to decode, the buffer to decode it into and the fence to wait for
-        first; ``None`` (the thread ends) when asked to stop or when nothing is wanted:
+    def next_job(self) -> tuple[int, torch.Tensor | None, Fence | None] | None:
+        """The next chunk to decode, the buffer to decode it into (``None``: allocate a new
+        one, outside the lock) and the fence to wait for first; ``None`` (the thread
+        ends) when asked to stop or when nothing is wanted:
         :meth:`ChunkStager.stage` starts a new thread for the next requests, so no thread
         idles between passes."""
         with self.lock:
@@ -83,29 +84,37 @@ class _Shared:
                         return chunk, *found
                 self.lock.wait()
 
-    def _buffer(self) -> tuple[torch.Tensor, Fence | None] | None:
+    def _buffer(self) -> tuple[torch.Tensor | None, Fence | None] | None:
         """A buffer to decode into (under the lock): a released one whose readers are done,
-        else a new one while there is room, else the one released first, with its fence
-        (waited for outside the lock), else none until the consumer releases one."""
+        else room for a new one (``None``: the thread allocates it outside the lock, as
+        page-locked allocation maps and locks pages, milliseconds the consumer must not
+        wait for), else the one released first, with its fence (waited for outside the
+        lock), else none until the consumer releases one."""
         for position, (buffer, fence) in enumerate(self.free):
             if fence is None or fence.query():
                 del self.free[position]
                 return buffer, None
         if self.allocated < self.max_buffers:
-            self.allocated += 1
-            return torch.empty(self.shape, dtype=torch.float32, pin_memory=self.pin), None
+            self.allocated += 1  # reserved now, allocated by the thread
+            return None, None
         if self.free:
             return self.free.pop(0)
         return None
 
+    def allocate(self) -> torch.Tensor:
+        """A new buffer (outside the lock)."""
+        return torch.empty(self.shape, dtype=torch.float32, pin_memory=self.pin)
+
     def done(
-        self, chunk: int, buffer: torch.Tensor, rows: int, error: BaseException | None
+        self, chunk: int, buffer: torch.Tensor | None, rows: int, error: BaseException | None
     ) -> None:
         with self.lock:
             self.busy = None
             if error is not None:
                 self.errors[chunk] = error
-            if error is None and not self.stop:
+            if buffer is None:  # its allocation failed: give the room back
+                self.allocated -= 1
+            elif error is None and not self.stop:
                 self.staged[chunk] = (buffer, buffer[:rows])
                 self.staged_total += 1
             else:
@@ -121,7 +130,9 @@ def _run(shared: _Shared) -> None:
         chunk, buffer, fence = job
         rows, error = 0, None
         try:
-            if fence is not None:
+            if buffer is None:
+                buffer = shared.allocate()
+            elif fence is not None:
                 fence.synchronize()  # the last copy out of this buffer has run
             values = shared.load(chunk)
             rows = int(values.shape[0])

@@ -173,6 +173,33 @@ def test_take_waits_for_the_chunk_being_decoded_and_raises_its_error() -> None:
                 stager.take(3)
 
 
+def test_page_locked_buffers_are_allocated_outside_the_stager_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Page-locked allocation takes milliseconds: under the lock it would hold up the
+    consumer's ``take`` and ``release`` (and ``stage`` at every batch) meanwhile."""
+    under_lock: list[bool] = []
+    empty = torch.empty
+    lock: list[Any] = []
+
+    def pinned_empty(*args: Any, pin_memory: bool = False, **kwargs: Any) -> torch.Tensor:
+        if pin_memory:  # CPU-only torch cannot pin: the stand-in records who allocates
+            under_lock.append(lock[0]._is_owned())
+        return empty(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "empty", pinned_empty)
+    stager = ChunkStager(rows, shape=(4, 2), pin=True, capacity=2)
+    lock.append(stager._shared.lock)
+    stager.stage([1, 2, 3])
+    assert stager.wait_idle(5)
+    taken = [stager.take(chunk) for chunk in (1, 2)]  # held: 3 needs a third buffer
+    assert stager.wait_idle(5)
+    assert stager.take(3) is not None
+    assert all(rows is not None for rows in taken)
+    assert stager.buffers == 3
+    assert under_lock == [False] * 3
+
+
 class LaggingChunks(DeviceChunks):
     """Device chunks whose device work is queued on a :class:`FakeStream`: a copy reads its
     host rows, and a gather the pool, only when the stream runs it, as on a busy GPU."""
