@@ -86,7 +86,7 @@ class AssembleTask:
     threads: int = 1
     #: About how many rows of the session to merge and compute at once.
     block_rows: int = BLOCK_ROWS
-    #: The store's partition: ``session`` is a day, a month or a year.
+    #: The store's partition: ``session`` is a day, a month, a year or all time.
     partition: Partition = "day"
 
 

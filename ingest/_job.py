@@ -86,8 +86,8 @@ class IngestOptions:
         with the spec in the store, so later ingests use it too.
     partition
         The period a pack holds: ``day`` (a UTC day, the session of intraday data),
-        ``month`` or ``year``; ``auto`` picks from the data's rows per symbol per day
-        (see :mod:`ticktensor.ingest._partition`). A store's first ingest records its
+        ``month``, ``year`` or ``all`` (one pack for all time); ``auto`` picks from the
+        data's rows per day (see :mod:`ticktensor.ingest._partition`). A store's first ingest records its
         partition and later ones reuse it; asking for another is a ``ConfigError``.
     replace
         Let the job's rows of a symbol in a session supersede other rows the store holds
@@ -148,7 +148,7 @@ class IngestResult:
 
     ``packs`` is the number of partitions with feature rows (one pack each, new or
     already stored), ``series`` the number of (symbol, partition) pairs in them;
-    ``partition`` is the store's partition (day, month or year).
+    ``partition`` is the store's partition (day, month, year or all).
     """
 
     files: list[FileReport]

@@ -1,5 +1,6 @@
 """Partitions that fit the data's frequency: a pack per day for intraday data, per month or
-year for data with few rows per session; the choice recorded in the store and kept."""
+year for data with few rows per session, one for all time for small low-frequency data;
+the choice recorded in the store and kept."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from ticktensor.ingest import (
     ingest,
     partition_label,
 )
+from ticktensor.ingest._partition import partition_of_label
 from ticktensor.ingest.readers import ReadOptions
+from ticktensor.live import LiveEngine
 from ticktensor.loaders import WindowDataset
-from ticktensor.schemas import EventKind
+from ticktensor.schemas import EventKind, FeatureSpec
 from ticktensor.store import Store
 
 DAY_NS = 86_400 * 10**9
@@ -97,25 +100,118 @@ def test_labels_of_each_partition() -> None:
     assert partition_label("2024-03-05", "day") == "2024-03-05"
     assert partition_label("2024-03-05", "month") == "2024-03"
     assert partition_label("2024-03-05", "year") == "2024"
+    assert partition_label("2024-03-05", "all") == "all"
+    assert [partition_of_label(s) for s in ("2024-03-05", "2024-03", "2024", "all")] == [
+        "day",
+        "month",
+        "year",
+        "all",
+    ]
 
 
-def test_auto_picks_year_for_daily_bars(tmp_path: Path) -> None:
+def test_auto_keeps_small_daily_bars_whole(tmp_path: Path) -> None:
     out = tmp_path / "store"
     result = _run([daily_bars(tmp_path / "d.csv", date(2022, 1, 3), date(2024, 6, 28))], out)
-    assert _sessions(out) == ["2022", "2023", "2024"]
+    assert _sessions(out) == ["all"]
+    assert result.partition == "all"
     assert result.rows_stored == len(_weekdays(date(2022, 1, 3), date(2024, 6, 28)))
-    assert Store.open(str(out)).version().manifest.attributes["partition"] == "year"
+    assert Store.open(str(out)).version().manifest.attributes["partition"] == "all"
     again = _run([str(tmp_path / "d.csv")], out)  # the same file again: nothing to write
     assert not again.published
 
 
+def _source_rows(*paths: Path) -> dict[str, np.ndarray]:
+    """The columns of daily bar files as written (``HEADER``'s), in file order."""
+    lines = [line for p in paths for line in p.read_text().splitlines()[1:]]
+    fields = [line.split(",") for line in lines]
+    names = HEADER.strip().split(",")
+    cols = {n: [f[i] for f in fields] for i, n in enumerate(names)}
+    return {
+        "ts_event": np.array(cols["ts_event"], dtype=np.int64),
+        "symbol": np.array(cols["symbol"]),
+        **{n: np.array(cols[n], dtype=np.float64) for n in ("open", "high", "low", "close")},
+        "volume": np.array(cols["volume"], dtype=np.float64),
+    }
+
+
+def test_twenty_years_of_daily_bars_are_one_pack_and_an_append_rewrites_it(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "store"
+    history = Path(daily_bars(tmp_path / "a.csv", date(2005, 1, 3), date(2024, 12, 27)))
+    first = _run([str(history)], out)
+    assert first.partition == "all"
+    assert first.rows_stored == len(_weekdays(date(2005, 1, 3), date(2024, 12, 27))) > 5_000
+    assert _sessions(out) == ["all"]
+    objects = [p for p in out.rglob("*") if p.is_file()]
+    assert len(objects) <= 20, sorted(str(p.relative_to(out)) for p in objects)
+    before = {p: p.read_bytes() for p in objects if p.parts[len(out.parts)] in ("events", "packs")}
+    old = Store.open(str(out)).version().pack("all")
+
+    day = Path(daily_bars(tmp_path / "b.csv", date(2024, 12, 30), date(2024, 12, 30)))
+    appended = _run([str(day)], out)
+    assert appended.published
+    assert appended.rows_read == appended.rows_stored == 1
+    v = Store.open(str(out)).version()
+    assert [p.session for p in v.packs] == ["all"]
+    assert v.pack("all").path != old.path
+    assert v.pack("all").rows == old.rows + 1
+    for path, data in before.items():  # copy-on-write: nothing written is touched
+        assert path.read_bytes() == data
+    written = {p for p in out.rglob("*") if p.is_file()} - set(before)
+    data = {p for p in written if p.parts[len(out.parts)] in ("events", "packs")}
+    assert data
+    assert all(any(q.startswith("all-") for q in p.relative_to(out).parts) for p in data)
+    # The live engine cuts sessions as the store does: "all" is one session.
+    live = LiveEngine(FeatureSpec(("mid",)), session=v.manifest.attributes["partition"])
+    assert live.session == "all"
+
+    # The stored events are the source rows, exactly, in order.
+    table = v.read_table(next(t for t in v.tables if t.session == "all"))
+    want = _source_rows(history, day)
+    assert table.num_rows == len(want["ts_event"])
+    np.testing.assert_array_equal(
+        table.column("ts_event").cast("int64").to_numpy(), want["ts_event"]
+    )
+    np.testing.assert_array_equal(
+        table.column("symbol").to_numpy(zero_copy_only=False), want["symbol"]
+    )
+    for name in ("open", "high", "low", "close", "volume"):
+        np.testing.assert_array_equal(table.column(name).to_numpy(), want[name])
+    # The features are those of the whole series ingested at once.
+    whole = tmp_path / "whole"
+    history_and_day = tmp_path / "w.csv"
+    history_and_day.write_text(history.read_text() + "".join(day.read_text().splitlines(True)[1:]))
+    _run([str(history_and_day)], whole)
+    ref = Store.open(str(whole)).version()
+    got, expected = v.read_pack(v.pack("all")), ref.read_pack(ref.pack("all"))
+    np.testing.assert_array_equal(got.ts, expected.ts)
+    np.testing.assert_array_equal(got.values, expected.values)
+    np.testing.assert_array_equal(got.labels, expected.labels)
+
+
+def test_auto_picks_year_for_a_wide_universe_of_daily_bars(tmp_path: Path) -> None:
+    days = [(d.isoformat(), 500, 500) for d in _weekdays(date(2023, 1, 2), date(2024, 6, 28))]
+    assert choose_partition("auto", days) == "year"
+    # 80 symbols of daily bars: a year of them (20,160 rows) is more than one pack should
+    # take by appends.
+    symbols = tuple(f"S{i:02d}" for i in range(80))
+    out = tmp_path / "store"
+    _run([daily_bars(tmp_path / "d.csv", date(2023, 10, 2), date(2024, 2, 29), symbols)], out)
+    assert _sessions(out) == ["2023", "2024"]
+
+
 def test_auto_picks_month_for_hourly_bars(tmp_path: Path) -> None:
-    out, lines = tmp_path / "store", []
+    # 12 symbols of 7 bars a session: 21,168 rows a year, more than one pack should take.
+    out, lines, symbols = tmp_path / "store", [], [f"S{i:02d}" for i in range(12)]
     for d in _weekdays(date(2024, 1, 2), date(2024, 3, 29)):
-        lines += [_bar(_ns(d, 3600 * (14 + h)), "AAA", 100.0 + h) for h in range(7)]
+        lines += [_bar(_ns(d, 3600 * (14 + h)), s, 100.0 + h) for h in range(7) for s in symbols]
     (tmp_path / "h.csv").write_text(HEADER + "".join(lines))
     _run([str(tmp_path / "h.csv")], out, interval=3600 * 10**9)
     assert _sessions(out) == ["2024-01", "2024-02", "2024-03"]
+    # One symbol of them: 1,764 rows a year, kept whole.
+    one = [(f"2024-01-{d:02d}", 7, 1) for d in range(2, 30)]
+    assert choose_partition("auto", one) == "all"
 
 
 def test_auto_picks_day_for_minute_bars(tmp_path: Path) -> None:
@@ -158,7 +254,11 @@ def test_partition_flag_of_the_cli(tmp_path: Path) -> None:
 
 def test_append_rewrites_only_its_partition(tmp_path: Path) -> None:
     out = tmp_path / "store"
-    _run([daily_bars(tmp_path / "a.csv", date(2022, 1, 3), date(2024, 12, 27))], out)
+    _run(
+        [daily_bars(tmp_path / "a.csv", date(2022, 1, 3), date(2024, 12, 27))],
+        out,
+        partition="year",
+    )
     store = Store.open(str(out))
     before, old = _files(out), {p.session: p for p in store.version().packs}
     result = _run([daily_bars(tmp_path / "b.csv", date(2024, 12, 30), date(2024, 12, 30))], out)
@@ -178,7 +278,11 @@ def test_append_rewrites_only_its_partition(tmp_path: Path) -> None:
     assert all("2024" in p for p in written)
     # The appended partition is the series of the first ingest and the day after it.
     whole = tmp_path / "whole"
-    _run([daily_bars(tmp_path / "w.csv", date(2024, 1, 1), date(2024, 12, 30))], whole)
+    _run(
+        [daily_bars(tmp_path / "w.csv", date(2024, 1, 1), date(2024, 12, 30))],
+        whole,
+        partition="year",
+    )
     mine = Store.open(str(out)).version()
     ref = Store.open(str(whole)).version()
     got, want = mine.read_pack(mine.pack("2024")), ref.read_pack(ref.pack("2024"))
@@ -191,7 +295,8 @@ def test_append_rewrites_only_its_partition(tmp_path: Path) -> None:
 
 def test_append_keeps_other_symbols_and_days(tmp_path: Path) -> None:
     out = tmp_path / "store"
-    _run([daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 6, 28), ("AAA", "BBB"))], out)
+    a = daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 6, 28), ("AAA", "BBB"))
+    _run([a], out, partition="year")
     _run([daily_bars(tmp_path / "b.csv", date(2024, 7, 1), date(2024, 7, 1), ("AAA",))], out)
     v = Store.open(str(out)).version()
     table = v.read_table(next(t for t in v.tables if t.session == "2024"))
@@ -203,7 +308,9 @@ def test_append_keeps_other_symbols_and_days(tmp_path: Path) -> None:
 
 def test_a_day_again_is_unchanged_and_other_values_conflict(tmp_path: Path) -> None:
     out = tmp_path / "store"
-    _run([daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 6, 28))], out)
+    _run(
+        [daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 6, 28))], out, partition="year"
+    )
     again = _run([daily_bars(tmp_path / "b.csv", date(2024, 3, 4), date(2024, 3, 4))], out)
     assert not again.published
     other = daily_bars(tmp_path / "c.csv", date(2024, 3, 4), date(2024, 3, 4), shift=5.0)
@@ -222,7 +329,7 @@ def test_recorded_partition_is_reused_and_a_conflicting_one_refused(tmp_path: Pa
         out,
         partition="month",
     )
-    # One row of one day alone would be "year" for auto: the store's month is kept.
+    # Two rows of two days would be "all" for auto: the store's month is kept.
     _run([daily_bars(tmp_path / "b.csv", date(2024, 2, 29), date(2024, 3, 1))], out)
     assert _sessions(out) == ["2024-01", "2024-02", "2024-03"]
     _run(
@@ -254,7 +361,9 @@ def test_a_store_without_a_recorded_partition_keeps_days(tmp_path: Path) -> None
 
 def test_windows_span_days_within_a_partition(tmp_path: Path) -> None:
     out = tmp_path / "store"
-    _run([daily_bars(tmp_path / "d.csv", date(2024, 1, 2), date(2024, 6, 28))], out)
+    _run(
+        [daily_bars(tmp_path / "d.csv", date(2024, 1, 2), date(2024, 6, 28))], out, partition="year"
+    )
     ds = WindowDataset(str(out), window=20)
     assert len(ds) > 0
     first, last = ds.sample_first_ts, ds.sample_ts
@@ -273,7 +382,9 @@ def test_windows_span_days_within_a_partition(tmp_path: Path) -> None:
 
 def test_verify_info_and_time_travel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "store"
-    _run([daily_bars(tmp_path / "a.csv", date(2023, 1, 2), date(2024, 6, 28))], out)
+    _run(
+        [daily_bars(tmp_path / "a.csv", date(2023, 1, 2), date(2024, 6, 28))], out, partition="year"
+    )
     _run([daily_bars(tmp_path / "b.csv", date(2024, 7, 1), date(2024, 7, 2))], out)
     assert main(["verify", str(out)]) == 0
     capsys.readouterr()
@@ -330,7 +441,7 @@ def test_files_of_one_partition_keep_their_own_accounting(tmp_path: Path) -> Non
     out = tmp_path / "store"
     a = daily_bars(tmp_path / "a.csv", date(2024, 1, 2), date(2024, 6, 28), ("AAA",))
     b = daily_bars(tmp_path / "b.csv", date(2024, 1, 2), date(2024, 3, 29), ("BBB",))
-    result = _run([a, b], out)
+    result = _run([a, b], out, partition="year")
     rows = {Path(f.file).name: f.rows_stored for f in result.files}
     assert rows == {
         "a.csv": len(_weekdays(date(2024, 1, 2), date(2024, 6, 28))),

@@ -38,7 +38,8 @@ def store_info(store: Store, version: int | None = None) -> dict[str, Any]:
         "default_layout": store.layout.to_dict(),
         "codecs": codecs,
         "symbols": list(v.symbols),
-        # A session is the store's partition: a day, a month (2024-03) or a year (2024).
+        # A session is the store's partition: a day, a month (2024-03), a year (2024) or
+        # all time (all).
         "partition": v.manifest.attributes.get("partition", "day"),
         "sessions": sorted({s.session for s in segs} | {p.session for p in packs}),
         "segments": len(segs),

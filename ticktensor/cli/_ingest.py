@@ -85,11 +85,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--partition",
-        choices=("auto", "day", "month", "year"),
+        choices=("auto", "day", "month", "year", "all"),
         default="auto",
         help="period of time one pack holds: a UTC day (intraday data), a month or a year "
-        "(few rows per symbol a day, e.g. daily bars); auto: from the data's rows per symbol "
-        "per day. Recorded by a store's first ingest and kept by later ones",
+        "(few rows per symbol a day, e.g. daily bars), or all time (one pack); auto: from "
+        "the data's rows per day (all for small low-frequency data). Recorded by a store's "
+        "first ingest and kept by later ones",
     )
     p.add_argument("--report", metavar="FILE", help="write per-file results as JSON")
     p.add_argument("--message", default="", help="version message")
@@ -220,7 +221,9 @@ def format_result(result: IngestResult) -> str:
     v = result.version
     state = "published" if result.published else "unchanged (identical content already stored)"
     held = f"{len(v.packs)} packs ({sum(p.symbols for p in v.packs):,} symbol-sessions)"
-    if result.partition != "day":
+    if result.partition == "all":
+        held += ", one for all time"
+    elif result.partition != "day":
         held += f", one per {result.partition}"
     if v.segments:  # sessions an older ticktensor stored as one segment per symbol
         held += f" and {len(v.segments)} segments"

@@ -72,8 +72,9 @@ class LiveEngine:
         The store's feature statistics, for normalized windows.
     session
         How sessions are cut, as the store's partition: ``"day"`` (UTC days of
-        ``ts_event``, ingest's default), ``"month"``, ``"year"``, or a length in ns (0:
-        one session). A symbol's state restarts with its first event of a new session.
+        ``ts_event``, ingest's default), ``"month"``, ``"year"``, ``"all"`` (one
+        session), or a length in ns (0: one session). A symbol's state restarts with
+        its first event of a new session.
 
     Examples
     --------
@@ -99,7 +100,7 @@ class LiveEngine:
         self.spec = spec
         self.history = int(history)
         self.stats = stats
-        kinds = {"day": (DAY_NS, 0), "month": (0, 1), "year": (0, 2)}
+        kinds = {"day": (DAY_NS, 0), "month": (0, 1), "year": (0, 2), "all": (0, 0)}
         if isinstance(session, str) and session not in kinds:
             raise ConfigError(f"session {session!r} is not one of {list(kinds)} or a length in ns")
         if not isinstance(session, str) and session < 0:
