@@ -140,13 +140,52 @@ MUTATIONS = (
         """,
         ("tests/loaders/test_dali.py", "tests/loaders/test_dali_feed.py"),
     ),
+    Mutation(
+        "no resident copy-stream wait",
+        "the consumer's current stream does not wait for the resident mode's chunk copies "
+        "(gathers may read a slot before its chunk arrives)",
+        """
+        import contextlib
+        import torch
+        from ticktensor.loaders import _fences
+        @contextlib.contextmanager
+        def copies(self):
+            current = torch.cuda.current_stream(self.device)
+            side = self._side()
+            side.wait_stream(current)
+            with torch.cuda.stream(side):
+                yield
+        _fences.CopyStream.copies = copies
+        """,
+        ("tests/loaders/test_resident_streams.py",),
+    ),
+    Mutation(
+        "resident copies not after the gathers",
+        "the resident mode's copy stream does not wait for the gathers queued before "
+        "(a copy may overwrite an evicted slot a queued gather still reads)",
+        """
+        import contextlib
+        import torch
+        from ticktensor.loaders import _fences
+        @contextlib.contextmanager
+        def copies(self):
+            current = torch.cuda.current_stream(self.device)
+            side = self._side()
+            try:
+                with torch.cuda.stream(side):
+                    yield
+            finally:
+                copied = torch.cuda.Event()
+                copied.record(side)
+                current.wait_event(copied)
+        _fences.CopyStream.copies = copies
+        """,
+        ("tests/loaders/test_resident_streams.py",),
+    ),
 )
 
 # Listed in the issue, absent from the code: nothing to remove.
-ABSENT = {
-    "no resident copy-stream wait": "resident copies are queued on the consumer's current "
-    "stream; there is no copy stream to wait on yet",
-}
+ABSENT: dict[str, str] = {}
 
 
 def _pytest(tests: tuple[str, ...], patch: str | None, workdir: Path) -> tuple[int, list[str]]:

@@ -5,12 +5,12 @@ Decoding that chunk in the consumer's thread, then copying it from pageable memo
 synchronous ``copy_``, would stall training twice: the thread decodes instead of queuing
 work, and a synchronous copy waits for every kernel queued before it. So the chunks of
 the next batches are decoded here, ahead, into page-locked buffers (when CUDA is
-present), and the consumer queues a ``non_blocking`` copy from them on its own stream.
+present), and the consumer queues a ``non_blocking`` copy from them on its copy stream.
 
 The buffers are allocated once and reused, and the rule is the batch ring's (see
 :mod:`~ticktensor.loaders._fences`): **a buffer is refilled only when every reader is
 done**. The consumer hands a buffer back with :meth:`ChunkStager.release` once its copy
-is queued; that records a fence on the consumer's stream, and the staging thread
+is queued; that records a fence on the stream of that copy, and the staging thread
 decodes into that buffer again only after the fence has completed.
 """
 
@@ -166,7 +166,7 @@ class ChunkStager:
         Staged chunks held at most; the thread waits for the consumer to take one. Up to
         twice as many buffers exist: the others wait for the copies queued from them.
     fences
-        Records a fence on the consumer's stream at :meth:`release`; ``None`` when the
+        Records a fence on the stream of the copies at :meth:`release`; ``None`` when the
         copies out of the buffers are done when ``copy_`` returns (the CPU).
     """
 
@@ -240,8 +240,9 @@ class ChunkStager:
             self._pid, shared.running, shared.busy = os.getpid(), False, None
 
     def release(self, rows: torch.Tensor) -> None:
-        """The copy out of ``rows`` (from :meth:`take`) is queued on the consumer's current
-        stream: its buffer is refilled once a fence recorded now has completed."""
+        """The copy out of ``rows`` (from :meth:`take`) is queued on the stream the fences
+        record on (the resident mode's copy stream): its buffer is refilled once a fence
+        recorded now has completed."""
         fence = None if self._fences is None else self._fences.record()
         shared = self._shared
         with shared.lock:

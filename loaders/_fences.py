@@ -18,11 +18,13 @@ next ``next()``, or be named with ``DataLoader.add_reader_stream``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import torch
 
-__all__ = ["AllOf", "CudaFences", "Fence", "Fences", "devices_with_context"]
+__all__ = ["AllOf", "CopyStream", "CudaFences", "Fence", "Fences", "devices_with_context"]
 
 
 class Fence(Protocol):
@@ -104,3 +106,52 @@ class CudaFences:
             event.record(stream)
             fences.append(event)
         return AllOf(fences)
+
+
+class CopyStream:
+    """A side stream for host-to-device copies that overlap the consumer's compute, and
+    the fences of the host buffers those copies read.
+
+    :meth:`copies` queues the copies made inside it on the side stream, ordered after
+    everything queued on the consumer's current stream so far (kernels queued there may
+    still read the device memory a copy overwrites) and before everything queued there
+    afterwards (the current stream waits on an event recorded after them). A fence
+    (:meth:`record`) is an event on the side stream: it completes once the copies queued
+    before it have read their host buffers. The stream is created at the first copy, on
+    the consumer's thread; creating this object calls no CUDA function.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._stream: Any = None
+
+    def _side(self) -> Any:
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device=self.device)  # type: ignore[no-untyped-call]
+        return self._stream
+
+    @contextmanager
+    def copies(self) -> Iterator[None]:
+        """Queue the copies made inside on the side stream, between the consumer's work
+        queued before and after."""
+        current = torch.cuda.current_stream(self.device)
+        side = self._side()
+        side.wait_stream(current)
+        try:
+            with torch.cuda.stream(side):
+                yield
+        finally:
+            copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            copied.record(side)
+            current.wait_event(copied)
+
+    def enter_thread(self) -> None:
+        """The thread that waits on the fences makes the device current (see
+        :meth:`CudaFences.enter_thread`)."""
+        torch.cuda.set_device(self.device)
+
+    def record(self) -> Fence:
+        event = torch.cuda.Event(blocking=True)  # type: ignore[no-untyped-call]
+        event.record(self._side())
+        fence: Fence = event
+        return fence

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 import weakref
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -16,7 +18,7 @@ import torch
 from ticktensor.errors import ConfigError
 
 from ._chunk_staging import ChunkStager
-from ._fences import CudaFences, Fences
+from ._fences import CopyStream, Fences
 from ._prefetch import PrefetchStats
 from .dataset import WindowDataset
 from .sharding import ShardPlan
@@ -89,9 +91,13 @@ class DeviceChunks:
     options
         Budget and lookahead.
     fences
-        Reader fences for the staging buffers (:class:`ChunkStager`): default, CUDA events
-        on the device's current stream on a GPU, none on the CPU (its copies are done when
-        ``copy_`` returns).
+        Reader fences for the staging buffers (:class:`ChunkStager`): default, events on
+        ``copy_stream`` on a GPU, none on the CPU (its copies are done when ``copy_``
+        returns).
+    copy_stream
+        Where the copies of chunks are queued: default, a :class:`CopyStream` of the
+        device on a GPU (the copies overlap the consumer's compute, and its current
+        stream waits for them before the gathers that read them), none on the CPU.
     """
 
     def __init__(
@@ -101,6 +107,7 @@ class DeviceChunks:
         options: ResidentOptions,
         *,
         fences: Fences | None = None,
+        copy_stream: CopyStream | None = None,
     ) -> None:
         index = dataset.chunks
         self.dataset = dataset
@@ -139,8 +146,11 @@ class DeviceChunks:
         # The next batches' chunks are decoded ahead on a thread, into page-locked buffers
         # on CUDA, so that a miss costs the consumer an asynchronous copy only.
         on_cuda = device.type == "cuda"
-        if fences is None and on_cuda:  # pragma: no cover - GPU only
-            fences = CudaFences(device)
+        if copy_stream is None and on_cuda:  # pragma: no cover - GPU only
+            copy_stream = CopyStream(device)
+        self._copy_stream = copy_stream
+        if fences is None:  # the copy stream reads the staging buffers
+            fences = copy_stream
         self._stager = ChunkStager(
             dataset.load_chunk,
             shape=(self.max_rows, self.n_features),
@@ -220,6 +230,22 @@ class DeviceChunks:
         self.stats["misses"] += int(missing.size)
         slots = self._free_slots(missing.size, chunks, upcoming)
         started = time.perf_counter()
+        with self._copies():
+            self._load(missing, slots)
+        self.stats["load_s"] += time.perf_counter() - started
+        self.complete = self._holds_all and bool((self._slot_of[self._needed] >= 0).all())
+        if self.complete:
+            self._stager.stage(())  # nothing more to stage: drop what is held
+
+    def _copies(self) -> AbstractContextManager[None]:
+        """Where the copies of a miss are queued: the copy stream (between the gathers
+        queued before and after), or in place."""
+        if self._copy_stream is None:
+            return contextlib.nullcontext()
+        return self._copy_stream.copies()
+
+    def _load(self, missing: Int64s, slots: Int64s) -> None:
+        """Queue the copies of ``missing`` chunks into ``slots``, and of the slot table."""
         for chunk, slot in zip(missing.tolist(), slots.tolist(), strict=True):
             old = int(self._chunk_in[slot])
             if old >= 0:
@@ -241,10 +267,6 @@ class DeviceChunks:
             self.stats["h2d_bytes"] += int(values.numel() * values.element_size())
         if not self.whole:  # a copy of the table: the queued copy reads it later
             self._copy_in(self._slot_dev, torch.from_numpy(self._slot_of.copy()))
-        self.stats["load_s"] += time.perf_counter() - started
-        self.complete = self._holds_all and bool((self._slot_of[self._needed] >= 0).all())
-        if self.complete:
-            self._stager.stage(())  # nothing more to stage: drop what is held
 
     def _copy_chunk(self, chunk: int, slot: int, rows: torch.Tensor) -> torch.Tensor:
         """Queue the copy of ``chunk``'s ``rows`` to its place; returns the rows copied."""
@@ -256,8 +278,9 @@ class DeviceChunks:
         return rows
 
     def _copy_in(self, device: torch.Tensor, host: torch.Tensor) -> None:
-        """Queue ``device.copy_(host)`` on the current stream, like the gathers: after the
-        ones queued before (which may read what it overwrites), before the ones after.
+        """Queue ``device.copy_(host)`` on the current stream: the copy stream, inside
+        :meth:`_copies`, which orders it after the gathers queued before (which may read
+        what it overwrites) and before the ones after.
 
         It may read ``host`` only when the stream runs it: a staged buffer is handed back to
         the stager with a fence, other sources are not written again.

@@ -9,10 +9,12 @@ copy must read the batch it was given, for the Python and the native engine.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,12 +35,18 @@ def _ran() -> None:
 
 
 class FakeStream:
-    """Operations run in order, only when :meth:`run_until` says (or a fence is waited on)."""
+    """Operations run in order, only when :meth:`run_until` says (or a fence is waited on).
 
-    def __init__(self) -> None:
+    Streams of one :class:`FakeCuda` share one reentrant lock: an operation that waits on
+    another stream (``wait_stream``, ``wait_event``) runs that stream up to the point
+    waited for, from any thread, as the GPU would have run it by then.
+    """
+
+    def __init__(self, lock: Any = None, device: int = 0) -> None:
         self._ops: list[Callable[[], None]] = []
         self.executed = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock() if lock is None else lock
+        self.device = device
 
     def _append(self, op: Callable[[], None]) -> int:
         with self._lock:
@@ -62,6 +70,15 @@ class FakeStream:
 
     def enter_thread(self) -> None:
         pass
+
+    def wait_stream(self, other: FakeStream) -> None:
+        """What is queued here from now on runs after what ``other`` holds now."""
+        fence = other.record()
+        self.queue(fence.synchronize)
+
+    def wait_event(self, event: FakeEvent) -> None:
+        """What is queued here from now on runs after the point ``event`` recorded."""
+        self.queue(event.synchronize)
 
     def run_until(self, position: int) -> None:
         """Run every operation before ``position``; the stream keeps none it has run."""
@@ -207,22 +224,46 @@ class FakeEvent:
 
 class FakeCuda:
     """Several GPUs, each with its own current stream and copy engine, lagging by its own
-    amount: an idle GPU runs what it is given at once, a busy one runs behind.
+    amount: an idle GPU runs what it is given at once, a busy one runs behind. Streams
+    made with ``torch.cuda.Stream`` (side streams) lag by ``side_lag``, and
+    ``torch.cuda.stream(side)`` makes one the current stream of its device meanwhile.
 
     :meth:`install` puts it behind ``torch.cuda``'s streams, events and context queries,
     so the loader's own :class:`~ticktensor.loaders._fences.CudaFences` records on it.
     """
 
-    def __init__(self, lags: dict[int, int]) -> None:
+    def __init__(self, lags: dict[int, int], side_lag: int = 0) -> None:
         self.lags = lags
-        self.streams = {index: FakeStream() for index in lags}
+        self.lock = threading.RLock()
+        self.streams = {index: FakeStream(self.lock, index) for index in lags}
+        self.side: list[FakeStream] = []
+        self.side_lag = side_lag
         self.current = 0
+        self._current_streams = dict(self.streams)
+
+    def current_stream(self, device: torch.device | int | None = None) -> FakeStream:
+        index = device.index if isinstance(device, torch.device) else device
+        return self._current_streams[self.current if index is None else index]
+
+    def new_stream(self, device: torch.device | int | None = None, **_: Any) -> FakeStream:
+        index = device.index if isinstance(device, torch.device) else device
+        stream = FakeStream(self.lock, self.current if index is None else index)
+        self.side.append(stream)
+        return stream
+
+    @contextlib.contextmanager
+    def stream(self, stream: FakeStream) -> Iterator[None]:
+        before = self._current_streams[stream.device]
+        self._current_streams[stream.device] = stream
+        try:
+            yield
+        finally:
+            self._current_streams[stream.device] = before
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        def current_stream(device: torch.device | int | None = None) -> FakeStream:
-            index = device.index if isinstance(device, torch.device) else device
-            return self.streams[self.current if index is None else index]
-
+        current_stream = self.current_stream
+        monkeypatch.setattr(torch.cuda, "Stream", self.new_stream)
+        monkeypatch.setattr(torch.cuda, "stream", self.stream)
         monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: len(self.streams))
         monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
@@ -232,12 +273,15 @@ class FakeCuda:
         monkeypatch.setattr(torch._C, "_cuda_hasPrimaryContext", lambda i: True, raising=False)
 
     def advance(self) -> None:
-        """Each GPU runs all but the last ``lag`` of its operations."""
+        """Each GPU runs all but the last ``lag`` of its operations, each side stream all
+        but its last ``side_lag``."""
         for index, stream in self.streams.items():
             stream.lag(self.lags[index])
+        for stream in self.side:
+            stream.lag(self.side_lag)
 
     def finish(self) -> None:
-        for stream in self.streams.values():
+        for stream in [*self.streams.values(), *self.side]:
             stream.run_until(10**9)
 
 
