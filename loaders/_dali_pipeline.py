@@ -133,7 +133,9 @@ class DaliPipeline:
     consumer's tensors follow torch's lifetime rules (``record_stream``, the caching
     allocator) and DALI's buffers go back to DALI. On a GPU, DALI's buffers are held
     until a fence recorded after the copy has completed. With DALI's other executors the
-    iterator copies into torch tensors itself, and nothing more is copied.
+    iterator copies into torch tensors itself, and nothing more is copied. A CPU
+    pipeline with ``pin`` hands out page-locked tensors (the copy is made into them), so
+    the consumer's ``non_blocking`` copies to a GPU stay asynchronous.
 
     Parameters
     ----------
@@ -143,6 +145,9 @@ class DaliPipeline:
         ``(mean, std)`` for the normalization, or ``None``.
     options
         dtype, threads, queue depth.
+    pin
+        Hand out a CPU pipeline's batches in page-locked memory (``pin_memory=True``
+        with CUDA present); ignored on a GPU.
     """
 
     def __init__(
@@ -151,10 +156,12 @@ class DaliPipeline:
         device_id: int | None,
         scale: tuple[Floats, Floats] | None,
         options: DaliOptions,
+        pin: bool = False,
     ) -> None:
         self.device_id = device_id
         self.scale = scale
         self.options = options
+        self.pin = pin and device_id is None
         self.stats = {"builds": 0, "resets": 0, "rebuilds": 0}
         self._iterator: Any = None
         self._feed = _Feed(options.held_batches)
@@ -218,7 +225,12 @@ class DaliPipeline:
         """``(x, y)`` in torch's memory, copied from DALI's buffers where the iterator
         handed those out."""
         dali = (x, y)
-        if self.options.dtype == "bfloat16":  # DALI has no bfloat16: torch casts, a copy
+        bfloat16 = self.options.dtype == "bfloat16"  # DALI has none: torch casts, a copy
+        if self.pin:  # one copy into page-locked memory (torch's caching host allocator)
+            x = _pinned(x, torch.bfloat16 if bfloat16 else x.dtype)
+            y = _pinned(y, y.dtype)
+            return x, y
+        if bfloat16:
             x = x.to(torch.bfloat16)
         elif self._zero_copy:
             x = x.clone()
@@ -293,6 +305,13 @@ class DaliPipeline:
             fence.synchronize()
         self._feed.point_at(None)
         self._iterator = None
+
+
+def _pinned(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A page-locked copy of host ``tensor`` as ``dtype``."""
+    out = torch.empty(tensor.shape, dtype=dtype, pin_memory=True)
+    out.copy_(tensor)
+    return out
 
 
 class _Feed:

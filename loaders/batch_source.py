@@ -98,7 +98,10 @@ class Delivery:
         if dali is not None:
             device_id = device.index if on_cuda and device is not None else None
             dali_pipeline = DaliPipeline(
-                device_id=device_id, scale=_dali_normalization(dataset, dali), options=dali
+                device_id=device_id,
+                scale=_dali_normalization(dataset, dali),
+                options=dali,
+                pin=pin,
             )
         # Pinned host batches may be copied with non_blocking=True by the consumer.
         fences = None

@@ -2,7 +2,9 @@
 
 :func:`install` replaces the ``torch.cuda`` functions that create or query CUDA state
 (streams, events, the current device, memory, pinned allocation) with ones that record
-the call and return stand-ins, on a machine without a GPU. It is meant for a child
+the call and return stand-ins, on a machine without a GPU; a tensor allocated
+"page-locked" (``torch.empty(pin_memory=True)``, ``Tensor.pin_memory()``) is ordinary
+memory whose ``is_pinned()`` says true. It is meant for a child
 process (:func:`run_child`), so nothing of it leaks into the test session. Asking
 whether CUDA is available, how many devices there are and whether CUDA is initialised
 is not recorded: none of these initialises CUDA.
@@ -22,6 +24,14 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 CALLS: list[dict[str, Any]] = []
+# The "page-locked" allocations: storage addresses, each kept alive (no address reused).
+PINNED: dict[int, torch.Tensor] = {}
+
+
+def _pinned(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, marked as allocated page-locked: its ``is_pinned()`` is true."""
+    PINNED[tensor.untyped_storage().data_ptr()] = tensor
+    return tensor
 
 
 def _record(name: str, *args: Any) -> None:
@@ -100,10 +110,19 @@ def install(devices: int = 2) -> list[dict[str, Any]]:
     def pinned_empty(*args: Any, pin_memory: bool = False, **kwargs: Any) -> torch.Tensor:
         if pin_memory:
             _record("pinned allocation")
+            return _pinned(empty(*args, **kwargs))
         return empty(*args, **kwargs)
 
+    def pin_memory(self: torch.Tensor, *_: Any) -> torch.Tensor:
+        _record("pin_memory")
+        return _pinned(self.clone())
+
+    def is_pinned(self: torch.Tensor, *_: Any) -> bool:
+        return self.untyped_storage().data_ptr() in PINNED
+
     torch.empty = pinned_empty  # type: ignore[assignment]
-    torch.Tensor.pin_memory = lambda self, *a: (_record("pin_memory"), self)[1]  # type: ignore[method-assign,assignment]
+    torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign]
+    torch.Tensor.is_pinned = is_pinned  # type: ignore[method-assign]
     return CALLS
 
 

@@ -26,6 +26,8 @@ from ticktensor.loaders.dali import DaliPipeline, dali_available
 from ticktensor.loaders.dataloader import DataLoader
 from ticktensor.store import FeatureStats, Layout, Store, StoreVersion
 
+from .fake_cuda import run_child
+
 pytestmark = pytest.mark.skipif(not dali_available(), reason="nvidia-dali-cuda120 not installed")
 
 WINDOW = 6
@@ -335,3 +337,48 @@ def test_the_loader_keeps_one_pipeline_and_frees_it_with_the_loader(
     del loader  # the loader's samplers reference it: the cyclic collector frees it
     gc.collect()
     assert live_pipelines() == before
+
+
+PINNED_SCRIPT = """
+import json
+import numpy as np
+import torch
+from ticktensor import DataLoader
+from ticktensor.loaders import DaliOptions, FastOptions, WindowDataset
+ds = WindowDataset({store!r}, {window})
+host = DataLoader(ds, batch_size=16, shuffle=True, fast=FastOptions(seed=3))
+expected = [(x.clone(), y.clone()) for x, y in host]
+seen = {{}}
+for dtype in ("float32", "float16", "bfloat16"):
+    backend = DaliOptions(dtype, normalize=False)
+    loader = DataLoader(
+        ds, batch_size=16, shuffle=True, pin_memory=True, fast=FastOptions(seed=3, backend=backend)
+    )
+    batches = list(loader)
+    seen[dtype] = {{
+        "batches": len(batches),
+        "pinned": sum(x.is_pinned() and y.is_pinned() for x, y in batches),
+        "same": all(  # 16-bit casts may round differently (DALI's, torch's)
+            torch.allclose(x.float(), want_x, rtol=2**-7, atol=0) and torch.equal(y, want_y)
+            for (x, y), (want_x, want_y) in zip(batches, expected, strict=True)
+        ),
+        "dtype": str(batches[0][0].dtype),
+        "memory": loader.stats()["memory"],
+    }}
+print(json.dumps(seen))
+"""
+
+
+def test_a_cpu_pipeline_with_pin_memory_hands_out_pinned_batches(tmp_path: Path) -> None:
+    """``pin_memory=True`` without a device: DALI runs on the CPU and its batches are
+    page-locked, so the consumer's ``x.cuda(non_blocking=True)`` stays asynchronous.
+    Run in a child process whose ``torch.cuda`` is a stand-in (:mod:`fake_cuda`): its
+    page-locked allocations are ordinary memory that says ``is_pinned()``."""
+    build_version(tmp_path / "store")
+    seen = run_child(PINNED_SCRIPT.format(store=str(tmp_path / "store"), window=WINDOW))
+    for dtype, figures in seen.items():
+        assert figures["memory"] == "pinned", dtype
+        assert figures["batches"] > 5, dtype
+        assert figures["pinned"] == figures["batches"], dtype
+        assert figures["same"], dtype
+        assert figures["dtype"] == f"torch.{dtype}"
