@@ -16,6 +16,7 @@ from .engine import fresh_pass, get_batch_loop, open_dataset, ticktensor_loader,
 from .integrity import integrity_rows
 from .limits import chunk_payloads, decode_gbps, h2d_gbps, memcpy_gbps
 from .measure import Rep, Timing, summarize, timing_row, warm
+from .object_store import object_store_rows
 from .options import BenchOptions
 from .passes import cold_rows, compressed_rows
 from .peers import peer_methods, peer_rows
@@ -176,6 +177,7 @@ def run_loader(
     gc.collect()
     compressed_rows(w, o, stores, results, say)
     integrity_rows(w, o, results, say)
+    object_store_rows(w, o, results, say)
     cold_rows(w, o, stores[Codec.NONE], raw_files, results, say)
     _thread_table(w, o, main, stores, results, say)
     judge(w, o, results, say)
