@@ -196,7 +196,8 @@ class ChunkCache:
                     self._start(chunk)
 
     def advise(self, chunks: Int64s) -> None:
-        """Hint the kernel to read these chunks' bytes soon (local stores; no memory used)."""
+        """These chunks will be needed a little later: a local store's kernel starts
+        reading them (no memory used), an object store's requests go out."""
         loads = self.index.loads_of(chunks)
         for load in loads[self._state[loads] == _ABSENT].tolist():
             self._loader.advise(self.index.loads[load])
@@ -221,6 +222,7 @@ class ChunkCache:
                 return
             self._finalizer()  # shutdown(wait=True, cancel_futures=True)
             self._executor = self._finalizer = None
+            self._loader.stop_fetching()
             for load, future in list(self._loading.items()):
                 if future.cancelled():
                     del self._loading[load]
@@ -243,6 +245,7 @@ class ChunkCache:
                 self, self._executor.shutdown, wait=True, cancel_futures=True
             )
         file = self.index.loads[load]
+        self._loader.fetch_ahead(file)  # an object store's request goes out now
         spare = self._spare(file.nbytes)
         self._loading[load] = self._executor.submit(self._loader.load, file, spare)
         self._state[load] = _LOADING

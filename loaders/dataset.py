@@ -26,7 +26,6 @@ from ticktensor.loaders._chunks import (
     Record,
     SourcePart,
     Sources,
-    read_array,
 )
 from ticktensor.loaders._index import (
     feature_columns,
@@ -179,8 +178,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         sources = select_sources(version, symbols, start, end, self.window, self.cross_gaps)
         scale = normalization(version, self.feature_names) if normalize else None
         self.threads = int(threads or os.cpu_count() or 1)
-        # Labels are read at open through the chunk loader's fast path, not zarr-python.
-        self._label_loader = ChunkLoader(version, None, None, verify=_verify(verify))
+        # Labels (and timestamps) are read at open by the store's chunk reader.
+        self._label_reader = version.reader(_verify(verify))
         self._build(sources, symbols, start, end)
         self._loader = ChunkLoader(version, columns, scale, verify=_verify(verify))
         total = sum(self._loader.nbytes(f) for f in self.chunks.loads)
@@ -298,9 +297,9 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             if parts.shape[0] == 1 and lo[0] == 0 and rows[0] == record.rows:
                 first = int(at[parts[0]])
                 part = out[first : first + record.rows]
-                read_array(self._label_loader, self.version, record, array, part)
+                self._label_reader.read_array(record, array, part)
                 return
-            whole = read_array(self._label_loader, self.version, record, array)
+            whole = self._label_reader.read_array(record, array)
             _copy_ranges(whole, lo, out, at[parts], rows)
 
         with ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-open") as pool:
@@ -698,14 +697,14 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def _after_fork(self) -> None:
         """In a forked child: the parent's threads are gone, so start a fresh engine.
 
-        The chunk loaders are copied without the zarr arrays they opened (those hold the
+        The chunk readers are copied without the zarr arrays they opened (those hold the
         parent's filesystem clients); the store location makes its own filesystem here.
         """
         self._cache.abandon()
         _ABANDONED.extend((self._cache, self._gather, self._pool))
         self._pool = ThreadPool(self._pool.size)
         self._loader = copy.copy(self._loader)
-        self._label_loader = copy.copy(self._label_loader)
+        self._label_reader = copy.copy(self._label_reader)
         self._start_engine()
 
     def _release(self) -> None:
@@ -764,8 +763,8 @@ def _concat_mismatch(a: WindowDataset, b: WindowDataset) -> str:
     """What keeps ``a`` and ``b`` from being one dataset ('' when nothing)."""
     checks = {
         "store version": (
-            (a.version.location.url, a.version.version),
-            (b.version.location.url, b.version.version),
+            (a.version.url, a.version.version),
+            (b.version.url, b.version.version),
         ),
         "window": (a.window, b.window),
         "features": (a.feature_names, b.feature_names),

@@ -29,6 +29,7 @@ from ._object_errors import object_store_error
 from ._pack_writer import PackWriter
 from ._packs import PackData, PackIndex
 from ._query import duckdb_relation, table_dataset, table_files
+from ._reader import ChunkReader, ReadTimes, Verify
 from ._reference import definitions_asof
 from ._repair import RepairReport
 from ._segments import SegmentArrays
@@ -41,6 +42,7 @@ __all__ = [
     "ALL_SYMBOLS",
     "FORMAT_VERSION",
     "ChunkMap",
+    "ChunkReader",
     "Codec",
     "FeatureStats",
     "FileEntry",
@@ -53,6 +55,7 @@ __all__ = [
     "PackIndex",
     "PackRecord",
     "PackWriter",
+    "ReadTimes",
     "RepairReport",
     "SegmentArrays",
     "SegmentData",
@@ -64,6 +67,7 @@ __all__ = [
     "StoredChunk",
     "TableEncoder",
     "TableRecord",
+    "Verify",
     "VerifyReport",
     "check_chunk",
     "decode_chunk",

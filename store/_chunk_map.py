@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from ticktensor.errors import StoreCorruptError
 
 from ._location import Location
-from ._manifest import ZARR_JSON_BYTES, SegmentRecord
+from ._manifest import ZARR_JSON_BYTES, PackRecord, SegmentRecord
 from .codecs import ChunkCodec, codec_of_chain
 
 __all__ = [
@@ -50,7 +50,10 @@ class StoredChunk:
     codecs only zarr-python reads); a chunk that was never ``written`` holds only the
     fill value (NaN), as Zarr writes no such chunk. ``sha256`` hashes the stored bytes
     when it is recorded, and ``crc32c`` is their CRC-32C when the store records one (the
-    array's attribute ``chunk_crc32c``): the cheap check every read makes.
+    array's attribute ``chunk_crc32c``): the cheap check every read makes. ``array`` is
+    the array's name, ``owner`` the segment or pack (``segment SYMBOL/SESSION``, ``pack
+    SESSION``, for messages), ``whole_file`` whether the chunk is a file of its own; and
+    ``record`` the store's record of the segment or pack, which only ``store/`` reads.
     """
 
     rel: str
@@ -65,6 +68,10 @@ class StoredChunk:
     sha256: str | None
     crc32c: int | None = None
     written: bool = True
+    array: str = "values"
+    owner: str = ""
+    whole_file: bool = False
+    record: SegmentRecord | PackRecord | None = field(default=None, repr=False, compare=False)
 
     @property
     def decoded_here(self) -> bool:
@@ -166,6 +173,10 @@ def segment_chunk_map(location: Location, record: SegmentRecord, array: str) -> 
                 sha256=None if entry is None else entry.sha256,
                 crc32c=crcs[k],
                 written=not (fill and entry is None),
+                array=array,
+                owner=f"segment {record.symbol}/{record.session}",
+                whole_file=True,
+                record=record,
             )
         )
     return ChunkMap(array, record.rows, chunk_rows, tuple(chunks))

@@ -44,6 +44,7 @@ __all__ = [
     "open_pack",
     "pack_chunk_map",
     "pack_content_hash",
+    "pack_layout",
     "raw_chunk_digests",
     "read_pack_index",
     "recorded_chunk_hashes",
@@ -367,6 +368,13 @@ def pack_chunk_map(
         codec = _inner_codec(meta)
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise StoreCorruptError(f"{where}: unreadable sharded array metadata ({exc})") from None
+    layout = pack_layout(record)
+    if codec is not layout.chunk_codec:
+        tag = "zarr" if codec is None else codec.tag
+        raise StoreCorruptError(
+            f"{where}: stored with codec {tag!r}; the record says {layout.codec.value} "
+            "(rule: pack_metadata)"
+        )
     if (
         shape[0] != record.rows
         or chunk_rows != index.chunk_rows
@@ -426,6 +434,9 @@ def pack_chunk_map(
                     codec=codec,
                     sha256=hashes[k],
                     crc32c=crcs[k],
+                    array=array,
+                    owner=f"pack {record.session}",
+                    record=record,
                 )
             )
     return ChunkMap(array, record.rows, chunk_rows, tuple(chunks))
@@ -468,6 +479,17 @@ def recorded_chunk_hashes(location: Location, record: PackRecord, array: str) ->
     return [bytes(row).hex() for row in table[names.index(array)]]
 
 
+def pack_layout(record: PackRecord) -> Layout:
+    """The pack's layout as its record gives it; a malformed one is a
+    :class:`~ticktensor.errors.StoreCorruptError`."""
+    try:
+        return Layout.from_dict(dict(record.layout))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreCorruptError(
+            f"pack {record.session}: layout {dict(record.layout)} is malformed"
+        ) from exc
+
+
 def check_pack_folder(location: Location, record: PackRecord) -> None:
     """The pack's folder must stay inside the store and hold no symlink (local stores)."""
     location.refuse_links(record.path, below=True, where=f"pack {record.session}")
@@ -485,22 +507,12 @@ def open_pack(
     """
     where = f"pack {record.session} ({location.display(record.path)})"
     check_pack_folder(location, record)
-    try:
-        layout = Layout.from_dict(dict(record.layout))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreCorruptError(f"{where}: layout {dict(record.layout)} is malformed") from exc
+    layout = pack_layout(record)
     names = HASHED if record.label_names else HASHED[:2]
     shards: dict[str, list[StoredChunk]] = {}
     limits = {}
     for name in names:
-        chunk_map = pack_chunk_map(location, record, index, name)
-        found = {c.codec for c in chunk_map.chunks}
-        if found != {layout.chunk_codec}:
-            tags = sorted("zarr" if c is None else c.tag for c in found)
-            raise StoreCorruptError(
-                f"{where}: array {name!r} is stored with codecs {tags}; the record "
-                f"says {layout.codec.value} (rule: pack_metadata)"
-            )
+        chunk_map = pack_chunk_map(location, record, index, name)  # codecs checked there
         first = chunk_map.chunks[0]
         limits[name] = first.stored_rows * first.columns * (8 if name == "ts" else 4)
         for chunk in chunk_map.chunks:

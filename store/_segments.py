@@ -520,6 +520,10 @@ def _checked_array(
             columns=int(np.prod(tail)),
             codec=layout.chunk_codec,
             sha256=record.files[key].sha256,
+            array=name,
+            owner=f"segment {record.symbol}/{record.session}",
+            whole_file=True,
+            record=record,
         )
         decode_chunk(chunk, data, stored[k], stored.shape[1], f"{where} chunk {key}")
     return out[: record.rows]

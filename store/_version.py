@@ -25,11 +25,12 @@ from ._packs import (
     open_pack,
     pack_chunk_map,
     pack_content_hash,
+    pack_layout,
     read_pack_index,
 )
+from ._reader import ChunkReader, Verify
 from ._segments import (
     SegmentArrays,
-    array_of,
     check_segment_content,
     open_segment,
     read_array,
@@ -78,6 +79,11 @@ class StoreVersion:
     @property
     def location(self) -> Location:
         return self._location
+
+    @property
+    def url(self) -> str:
+        """The store's path or URL, as it was opened."""
+        return self._location.url
 
     @property
     def version(self) -> int:
@@ -145,32 +151,34 @@ class StoreVersion:
             return pack_chunk_map(self._location, record, self.pack_index(record), array)
         return segment_chunk_map(self._location, record, array)
 
-    def read_pack(self, record: PackRecord, *, verify: bool = False) -> PackData:
-        """A whole pack in memory, read through zarr-python (as any Zarr v3 reader would).
+    def reader(self, verify: Verify = False) -> ChunkReader:
+        """The reader of this version's chunks: every chunk's stored bytes checked once,
+        as it is loaded, against its recorded CRC-32C (``verify=True``: its sha256;
+        ``"none"``: not at all). See :class:`~ticktensor.store.ChunkReader`."""
+        return ChunkReader(self, verify)
 
-        Every object read is checked against the record and every inner chunk against
-        the shard index (see :class:`GuardedPackStore`): a forged range or a chunk that
-        would decode to more than a chunk holds raises
+    def read_pack(self, record: PackRecord, *, verify: bool = False) -> PackData:
+        """A whole pack in memory, read by :meth:`reader`.
+
+        The pack's structure is checked as it is opened (symbol list, shard indexes,
+        codecs against the record) and every inner chunk against its recorded CRC-32C:
+        a forged range or a chunk that would decode to more than a chunk holds raises
         :class:`~ticktensor.errors.StoreCorruptError` naming the chunk. With
-        ``verify=True`` each inner chunk's sha256 is checked too, and the decoded arrays
-        are hashed again against the pack's content hash.
+        ``verify=True`` each inner chunk's sha256 is checked instead, and the decoded
+        arrays are hashed again against the pack's content hash.
         """
         where = f"pack {record.session} ({self._location.display(record.path)})"
         index = self.pack_index(record)
-        group = open_pack(self._location, record, index, verify_chunks=verify)
-        ts = read_array(array_of(group, "ts", where), "ts", np.int64, where)
-        values = read_array(array_of(group, "values", where), "values", np.float32, where)
-        labels = (
-            read_array(array_of(group, "labels", where), "labels", np.float32, where)
-            if record.label_names
-            else None
-        )
+        reader = self.reader(verify)
+        ts = reader.read_array(record, "ts")
+        values = reader.read_array(record, "values")
+        labels = reader.read_array(record, "labels") if record.label_names else None
         if ts.shape[0] != record.rows:
             raise StoreCorruptError(
                 f"{where}: {ts.shape[0]} rows stored, the record says {record.rows}"
             )
         if verify:
-            layout = Layout.from_dict(dict(record.layout))  # open_pack checked it
+            layout = pack_layout(record)
             again = pack_content_hash(
                 record.session,
                 index.symbols,

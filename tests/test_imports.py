@@ -203,3 +203,65 @@ def test_loaders_know_no_codecs() -> None:
 )
 def test_the_codec_check_itself(source: str, expected: int) -> None:
     assert len(codec_knowledge(ast.parse(source))) == expected
+
+
+#: What reading stored bytes takes; the loaders ask the store's reader instead.
+READ_MODULES = ("zarr", "fsspec", "numcodecs", "zstandard")
+READ_NAMES = {"Location", "check_chunk", "decode_chunk", "read_checked", "GuardedStore"}
+READ_CALLS = {("os", "open"), ("os", "pread"), ("os", "read"), ("mmap", "mmap")}
+READ_ATTRIBUTES = {"location", "read_range", "read_bytes", "zarr_store"}
+
+
+def read_knowledge(tree: ast.AST) -> list[tuple[int, str]]:
+    """Where a module reads stored bytes itself: imports of a reading library or of the
+    store's reading internals, ``os.open``/``pread``/``mmap.mmap`` calls, and the
+    location's readers."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+            )
+            names = {alias.name for alias in node.names}
+            if any(m == r or m.startswith(r + ".") for m in modules for r in READ_MODULES):
+                found.append((node.lineno, f"import of {', '.join(modules)}"))
+            elif any(m.startswith("ticktensor") for m in modules) and names & READ_NAMES:
+                found.append((node.lineno, f"import of {', '.join(sorted(names & READ_NAMES))}"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and (owner.id, node.func.attr) in READ_CALLS:
+                found.append((node.lineno, f"call of {owner.id}.{node.func.attr}"))
+        if isinstance(node, ast.Attribute) and node.attr in READ_ATTRIBUTES:
+            found.append((node.lineno, f"attribute .{node.attr}"))
+    return found
+
+
+def test_loaders_read_no_stored_bytes_themselves() -> None:
+    """The store owns the one read path (``StoreVersion.reader``): the loaders keep the
+    geometry of chunks (which rows of which chunk) and never open, map or fetch a stored
+    object, nor check or decode its bytes."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {what}"
+        for path in sorted((ROOT / "loaders").rglob("*.py"))
+        for line, what in read_knowledge(ast.parse(path.read_text(), filename=str(path)))
+    ]
+    assert not found, "ask ticktensor.store's ChunkReader instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import zarr", 1),
+        ("from ticktensor.store import Location, check_chunk", 1),
+        ("from ticktensor.kernels import read_checked", 1),
+        ("fd = os.open(path, os.O_RDONLY)", 1),
+        ("data = version.location.read_range(rel, 0, 8)", 2),
+        ("m = mmap.mmap(-1, 4096)", 1),
+        ("isinstance(base, mmap.mmap)", 0),
+        ("reader = version.reader(verify)", 0),
+    ],
+)
+def test_the_read_check_itself(source: str, expected: int) -> None:
+    assert len(read_knowledge(ast.parse(source))) == expected

@@ -15,7 +15,7 @@ import zarr
 from ticktensor import DataLoader
 from ticktensor.errors import StoreCorruptError
 from ticktensor.loaders import BlockShuffleOrder, FastOptions, WindowDataset
-from ticktensor.loaders._chunks import ChunkFile, ChunkLoader, read_array
+from ticktensor.loaders._chunks import ChunkFile, ChunkLoader
 from ticktensor.store import Codec, StoreVersion
 from ticktensor.store.codecs import codec_for
 
@@ -64,7 +64,7 @@ def test_labels_read_at_open_are_what_zarr_reads(tmp_path: Path, codec: Codec) -
     version = codec_store(str(tmp_path / "store"), codec, chunk_rows=7)
     loader = ChunkLoader(version, None, None)
     for record in version.segments:
-        fast = read_array(loader, version, record, "labels")
+        fast = loader.reader.read_array(record, "labels")
         reference = zarr.open_array(version.file_url(f"{record.path}/labels"), mode="r")[...]
         assert fast is not None
         np.testing.assert_array_equal(fast, reference)
@@ -91,7 +91,7 @@ def test_chunks_of_nan_that_zarr_did_not_write_read_as_nan(tmp_path: Path) -> No
     assert skipped, "the fixture should have an all-NaN label chunk"
     loader = ChunkLoader(version, None, None)
     for record, k in skipped:
-        labels = read_array(loader, version, record, "labels")
+        labels = loader.reader.read_array(record, "labels")
         reference = zarr.open_array(version.file_url(f"{record.path}/labels"), mode="r")[...]
         assert labels is not None
         assert np.isnan(labels[k * 4 : (k + 1) * 4]).all()
@@ -103,7 +103,7 @@ def test_chunks_of_nan_that_zarr_did_not_write_read_as_nan(tmp_path: Path) -> No
     del record.files["values/c/1/0"]
     (Path(version.location.path(f"{record.path}/values/c/1/0"))).unlink(missing_ok=True)
     stored = version.chunk_map(record, "values").chunks[1]
-    window = ChunkLoader(version, None, None).load(ChunkFile(stored, record, 0, stored.rows))[0]
+    window = ChunkLoader(version, None, None).load(ChunkFile(stored, 0, stored.rows))[0]
     assert np.isnan(window).all()
 
 

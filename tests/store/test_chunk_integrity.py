@@ -316,7 +316,7 @@ def test_read_pack_checks_each_chunk_by_default(tmp_path: Path, codec: str) -> N
     data = bytearray(path.read_bytes())
     data[chunk.offset + chunk.nbytes - 9] ^= 0x10  # a raw float, or the zstd frame's end
     path.write_bytes(bytes(data))
-    with pytest.raises(StoreCorruptError, match=r"values chunk 6 \(bytes .*\): crc32c \w+ !="):
+    with pytest.raises(StoreCorruptError, match=r"\(values chunk 6 of pack .*\): crc32c \w+ !="):
         version.read_pack(version.packs[0])
 
 

@@ -61,7 +61,7 @@ def test_a_flipped_byte_names_the_inner_chunk_and_its_bytes(
     assert len(info.value.problems) == 1
     assert info.value.problems[0][0] == chunk.rel
     # A reader that checks chunk hashes names the same chunk.
-    with pytest.raises(StoreCorruptError, match=r"pack 2024-01-02 values chunk 7 \(bytes"):
+    with pytest.raises(StoreCorruptError, match=r"\(values chunk 7 of pack 2024-01-02\)"):
         store.version().read_pack(pack, verify=True)
 
 
