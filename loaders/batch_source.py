@@ -125,9 +125,10 @@ class Deliveries:
     pass (:func:`~ticktensor.loaders._devices.resolve_device`), and the delivery for it
     (copy stream, pinned-buffer fences, DALI pipeline) is built then and kept while the
     device stays the same. Device residency with the default budget (a share of the GPU's
-    memory) is the exception: how many chunks fit decides the loader's order, so it
-    resolves its device and builds its pool when the loader is built; with
-    ``budget_bytes`` given (or on the CPU) it waits for the first pass too.
+    memory) and no ``order`` given is the exception: how many chunks fit decides the
+    loader's default order, so it resolves its device and builds its pool when the
+    loader is built; with ``budget_bytes`` or an ``order`` given (or on the CPU) it waits
+    for the first pass too (:attr:`pool` is then ``None`` when no budget says it).
     """
 
     def __init__(self, dataset: WindowDataset, options: FastOptions, pin_memory: bool) -> None:
@@ -136,8 +137,9 @@ class Deliveries:
         self._reader_streams: list[Any] = []
         if options.dali is not None:  # its errors belong to building the loader
             _dali_normalization(dataset, options.dali)
-        # Device residency: how many chunks fit decides the loader's order. A budget given
-        # (or the CPU's) says so without CUDA; the default budget asks the GPU now.
+        # Device residency: how many chunks fit decides the loader's default order. A
+        # budget given (or the CPU's) says so without CUDA; an order given needs no answer;
+        # otherwise the default budget asks the GPU now.
         self.pool: tuple[int, bool] | None = None
         resident = options.resident
         if resident is not None:
@@ -147,7 +149,7 @@ class Deliveries:
                 self.pool = pool_slots(dataset, resident.budget_bytes)
             elif on_cpu:
                 self.pool = pool_slots(dataset, int(dataset.cache_bytes))
-            else:
+            elif options.order is None:
                 chunks = self.for_pass().device_chunks
                 assert chunks is not None  # residency builds its pool
                 self.pool = chunks.slots, chunks.whole

@@ -136,3 +136,35 @@ def test_device_residency_with_a_budget_calls_no_cuda_when_built(store: Path) ->
     seen = run_child(RESIDENT_SCRIPT.format(store=str(store), window=WINDOW))
     assert seen["calls"] == []
     assert seen["order"]  # chosen when the loader was built
+
+
+DEFAULT_BUDGET_SCRIPT = """
+import json, pickle
+from ticktensor import DataLoader
+from ticktensor.loaders import FastOptions, SequentialOrder, WindowDataset
+ds = WindowDataset({store!r}, {window})
+options = FastOptions(device="cuda", residency="device", order={order})
+loader = DataLoader(ds, batch_size=8, shuffle=True, fast=options)
+copy = pickle.loads(pickle.dumps(loader))
+built = len(CALLS)
+try:  # the pass sizes the pool (then fails allocating it: there is no GPU here)
+    next(iter(copy))
+except Exception:
+    pass
+asked = [call for call in CALLS[built:] if call["call"] == "mem_get_info"]
+print(json.dumps({{"built": CALLS[:built], "asked": asked, "order": type(loader.order).__name__}}))
+"""
+
+
+def test_device_residency_with_the_default_budget_and_an_order_asks_the_gpu_at_the_pass(
+    store: Path,
+) -> None:
+    """An ``order`` given needs no chunk count: the default budget (a share of the GPU's
+    free memory) is asked for when the first pass starts, on the consumer's thread."""
+    order = "SequentialOrder()"
+    script = DEFAULT_BUDGET_SCRIPT.format(store=str(store), window=WINDOW, order=order)
+    seen = run_child(script)
+    assert seen["built"] == []
+    assert seen["order"] == "SequentialOrder"
+    assert [call["args"] for call in seen["asked"]] == [["cuda:0"]]
+    assert {call["thread"] for call in seen["asked"]} == {"MainThread"}
