@@ -6,9 +6,9 @@ hashes them (each chunk's stored bytes, the running hash of the shard object it 
 to, and the chunk's raw bytes for the content hash), so that once the last block has
 come only the small objects are left to hash and the objects to put in place. Nothing
 appears at the pack's path before :meth:`PackWriter.finish`: the folder is named by the
-content hash, which needs every row (on a local store the shards grow in a working
-folder meanwhile, then move in). ``Store.write_pack`` is the same writer given every
-row at once.
+content hash, which needs every row (on a local store the shards of a large pack grow in
+a working folder meanwhile, then move in). ``Store.write_pack`` is the same writer given
+every row at once.
 """
 
 from __future__ import annotations
@@ -57,6 +57,11 @@ __all__ = ["PackWriter"]
 _DIMENSIONS: Final = {"ts": ["time"], "values": ["time", "feature"], "labels": ["time", "label"]}
 #: Chunks a pack writer lets its pool encode and hash ahead of the one it stores.
 _AHEAD: Final = 4
+#: Stored bytes of chunks a pack writer on a local store holds in memory; past them it
+#: writes every chunk to a working folder as it comes. A smaller pack (a partition of
+#: daily bars, a few thousand rows) goes straight into its folder at the end: a working
+#: folder to make, move out of and remove costs more than writing such a pack.
+SPILL_BYTES: Final = 8 << 20
 
 
 class _Chunks:
@@ -67,8 +72,9 @@ class _Chunks:
     CRC-32C in ``crcs``) and its raw little-endian bytes (``raw_digests``, for the content
     hash; the same hash when the codec stores raw bytes). This thread takes the chunks
     in order to update the running hash of their shard's object (``per_shard`` chunks
-    each) and hands them to ``spill(shard, data)`` when given, else holds them. Rows short
-    of a chunk wait for the next block.
+    each) and holds them (``held``, ``held_bytes``) until :meth:`spill_to` gives a
+    ``spill(shard, data)`` that takes the held ones and every later one. Rows short of a
+    chunk wait for the next block.
     """
 
     def __init__(
@@ -78,7 +84,6 @@ class _Chunks:
         per_shard: int,
         layout: Layout,
         pool: ThreadPoolExecutor | None,
-        spill: Callable[[int, Buffer], None] | None = None,
     ) -> None:
         self.dtype = dtype
         self.chunk_rows = chunk_rows
@@ -86,8 +91,9 @@ class _Chunks:
         self.encode = chunk_codec(layout, dtype.itemsize)
         self.raw_is_stored = layout.chunk_codec.stores_decoded
         self.pool = pool
-        self.spill = spill
+        self.spill: Callable[[int, Buffer], None] | None = None
         self.held: list[Buffer] = []
+        self.held_bytes = 0
         self.sizes: list[int] = []
         self.digests: list[bytes] = []
         self.raw_digests: list[bytes] = []
@@ -120,6 +126,12 @@ class _Chunks:
         if self._waiting_rows:
             self._add(padded_chunk(self._take_waiting(), chunk_rows))
         self._take(0)
+
+    def spill_to(self, spill: Callable[[int, Buffer], None]) -> None:
+        """Hand the held chunks, and from now on every chunk stored, to ``spill``."""
+        for number, stored in enumerate(self.held):
+            spill(number // self.per_shard, stored)
+        self.held, self.held_bytes, self.spill = [], 0, spill
 
     def _wait(self, rows: npt.NDArray[Any]) -> None:
         self._waiting.append(rows)
@@ -158,6 +170,7 @@ class _Chunks:
         self.shards[shard].update(stored)
         if self.spill is None:
             self.held.append(stored)
+            self.held_bytes += len(stored)
         else:
             self.spill(shard, stored)
         self.sizes.append(len(stored))
@@ -232,10 +245,11 @@ class PackWriter:
     previous block's, each with rows (``offsets`` from 0, as ``Store.write_pack`` takes
     them). :meth:`finish` writes the pack and returns its record; :meth:`close` drops a
     writer that will not finish. ``threads`` encode and hash the chunks beside the
-    appending thread (0: that thread does). On a local store each chunk is written to a
-    working folder as it comes (moved into the pack's folder by :meth:`finish`); on an
-    object store the chunks are held in memory until then. The arrays appended must not change
-    until their chunks are stored (uncompressed chunks are views of them).
+    appending thread (0: that thread does). On a local store, once the pack holds more
+    than :data:`SPILL_BYTES`, each chunk is written to a working folder as it comes (moved
+    into the pack's folder by :meth:`finish`); a smaller pack's chunks, and those of a
+    pack on an object store, are held in memory until then. The arrays appended must not
+    change until the pack is finished (uncompressed chunks are views of them).
     """
 
     def __init__(
@@ -268,7 +282,7 @@ class PackWriter:
         }
         if self.label_names:
             dtypes["labels"] = np.dtype(np.float32)
-        self._spill = _Spill(location, session) if location.is_local else None
+        self._spill: _Spill | None = None  # made once the pack holds SPILL_BYTES
         self._finished = False
         # Encoding and hashing release the GIL: threads beside the one appending.
         self._pool = ThreadPoolExecutor(threads, "ticktensor-pack") if threads else None
@@ -279,7 +293,6 @@ class PackWriter:
                 per_shard,
                 layout,
                 self._pool,
-                None if self._spill is None else self._spill.writer(name),
             )
             for name, dtype in dtypes.items()
         }
@@ -322,6 +335,11 @@ class PackWriter:
         for name, data in zip(self._arrays, (ts, values, labels), strict=False):
             assert data is not None  # check_pack_inputs: labels with label names
             self._arrays[name].append(data)
+        held = sum(chunks.held_bytes for chunks in self._arrays.values())
+        if self._spill is None and self._location.is_local and held > SPILL_BYTES:
+            self._spill = _Spill(self._location, self.session)
+            for name, chunks in self._arrays.items():
+                chunks.spill_to(self._spill.writer(name))
         if self._spill is not None:
             self._spill.start_writeback()
 

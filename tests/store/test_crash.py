@@ -78,6 +78,8 @@ CHILD = textwrap.dedent(
                 die()
         return dying_write
     _pack_writer._Spill.writer = spill_writer
+    if crash_at == "spill":  # a pack larger than a writer holds in memory
+        _pack_writer.SPILL_BYTES = 0
 
     import pyarrow as pa
     from ticktensor.store import migrate
@@ -149,7 +151,8 @@ def _snapshot(store: Store) -> tuple[bytes, list[np.ndarray]]:
         ("segments", "manifest", 0, 2),
         ("segments", "pointer", 0, 2),
         # A pack is 9 objects: the group, 3 arrays and chunk_sha256, each zarr.json + shard;
-        # its shards are written as the rows come ("spill"), then moved into its folder.
+        # a large pack's shards are written as the rows come ("spill"), then moved into
+        # its folder; a small one's are written there at the end.
         ("pack", "spill", 0, 10),
         ("pack", "chunk", 1, 10),
         ("pack", "chunk", 2, 10),

@@ -187,8 +187,9 @@ def _appended(
 
 
 def test_a_local_writer_stores_chunks_as_they_come_and_moves_them_at_the_end(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr("ticktensor.store._pack_writer.SPILL_BYTES", 0)  # a large pack
     store, writer, data = _appended(tmp_path / "s", [30_000, 20_000], 4096)
     (working,) = _writing(tmp_path / "s")
     assert sum(p.stat().st_size for p in working.rglob("*") if p.is_file()) > 0
@@ -208,7 +209,10 @@ def test_a_writer_closed_unfinished_leaves_nothing(tmp_path: Path) -> None:
         writer.append(data["symbols"], data["offsets"], data["ts"], data["values"])
 
 
-def test_repair_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
+def test_repair_removes_what_a_killed_writer_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ticktensor.store._pack_writer.SPILL_BYTES", 0)  # a large pack
     store, writer, _ = _appended(tmp_path / "s", [3_000], 64)
     assert _writing(tmp_path / "s")  # the writer dies here: nothing closes it
     report = store.repair(grace_s=0)
