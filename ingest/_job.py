@@ -87,8 +87,9 @@ class IngestOptions:
     partition
         The period a pack holds: ``day`` (a UTC day, the session of intraday data),
         ``month``, ``year`` or ``all`` (one pack for all time); ``auto`` picks from the
-        data's rows per day (see :mod:`ticktensor.ingest._partition`). A store's first ingest records its
-        partition and later ones reuse it; asking for another is a ``ConfigError``.
+        data's rows per day (see :mod:`ticktensor.ingest._partition`). A store's first
+        ingest records its partition and later ones reuse it; asking for another is a
+        ``ConfigError``.
     replace
         Let the job's rows of a symbol in a session supersede other rows the store holds
         of it (of a kind, or features), and a session an older ticktensor stored as one
@@ -282,15 +283,16 @@ def ingest(
     try:
         with make_engine(kind, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)
-            partition = _partition(store.version(base), options, files)
+            current = store.version(base)  # what the job builds on, read once
+            partition = _partition(current, options, files)
             if not options.replace:
-                _check_unpacked(store.version(base), files, partition)
-            spec = _spec(store, options, files)
+                _check_unpacked(current, files, partition)
+            spec = _spec(current, options, files)
             results = _phase_assemble(
-                engine, workers, files, staging, store, base, spec, options, partition, progress
+                engine, workers, files, staging, store, current, spec, options, partition, progress
             )
         version, published, examples = _publish(
-            store, base, files, results, spec, staging, options, partition
+            store, current, files, results, spec, staging, options, partition
         )
     finally:
         staging.remove()
@@ -431,19 +433,23 @@ def _phase_convert(
     return files
 
 
-def _spec(store: Store, options: IngestOptions, files: list[FileResult]) -> FeatureSpec | None:
-    spec = _base_spec(store, options, files)
+def _spec(
+    current: StoreVersion, options: IngestOptions, files: list[FileResult]
+) -> FeatureSpec | None:
+    spec = _base_spec(current, options, files)
     if spec is None or options.stats_period is None:
         return spec
     return replace(spec, stats_period=options.stats_period)
 
 
-def _base_spec(store: Store, options: IngestOptions, files: list[FileResult]) -> FeatureSpec | None:
+def _base_spec(
+    current: StoreVersion, options: IngestOptions, files: list[FileResult]
+) -> FeatureSpec | None:
     from ticktensor.ingest.features import default_spec
 
     if options.spec is not None:
         return options.spec
-    existing = store.version().manifest.attributes.get("feature_spec")
+    existing = current.manifest.attributes.get("feature_spec")
     if existing:
         spec: FeatureSpec = FeatureSpec.from_dict(existing)
         return spec
@@ -527,7 +533,7 @@ def _phase_assemble(
     files: list[FileResult],
     staging: Staging,
     store: Store,
-    base: int,
+    current: StoreVersion,
     spec: FeatureSpec | None,
     options: IngestOptions,
     partition: Partition,
@@ -538,7 +544,7 @@ def _phase_assemble(
     groups = group_parts(
         [(partition_label(day, partition), kind, rel) for f in files for day, kind, rel in f.parts]
     )
-    stored = StoredSession.of(store.version(base), groups)
+    stored = StoredSession.of(current, groups)
     # Fewer sessions than workers: each session's task keeps the spare ones busy too.
     threads = max(1, workers // max(1, min(workers, len(groups))))
     tasks = [
@@ -550,7 +556,7 @@ def _phase_assemble(
             spec,
             options.layout,
             provenance,
-            base,
+            current.version,
             stored.get(session),
             options.replace,
             options.strict,
@@ -579,7 +585,7 @@ def _phase_assemble(
 
 def _publish(
     store: Store,
-    base: int,
+    current: StoreVersion,
     files: list[FileResult],
     results: list[AssembleResult],
     spec: FeatureSpec | None,
@@ -589,6 +595,7 @@ def _publish(
 ) -> tuple[StoreVersion, bool, dict[str, dict[str, str]]]:
     """Commit the job's packs and tables; also the first quarantine message of each
     rule, per input file."""
+    base = current.version
     if not options.replace:
         _check_sessions(base, results)
     tables = [t for r in results for t in r.tables]
@@ -620,7 +627,7 @@ def _publish(
         )
     packs = [r.pack for r in results if r.pack is not None]
     if not options.replace:
-        _check_quarantine(store.version(base), [t for t in tables if t.kind == "quarantine"])
+        _check_quarantine(current, [t for t in tables if t.kind == "quarantine"])
     stats = _stats(store, packs, results, spec)
     # The sessions' tables and packs hold the stored rows of the symbols the job has
     # none of, and the job's rows where they equal the stored ones (or replace them by
