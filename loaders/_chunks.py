@@ -368,7 +368,7 @@ def _stored_chunks(
     Returns ``(stored, first, chunk_rows, rows)``: every stored chunk, and per record the
     index of its first chunk, its rows per chunk and its array's rows.
     """
-    maps = [version.chunk_map(record, "values") for record in records]
+    maps = version.chunk_maps(records, "values")
     counts = [len(m.chunks) for m in maps]
     first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     chunk_rows = np.asarray([max(m.chunk_rows, 1) for m in maps], dtype=np.int64)

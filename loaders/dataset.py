@@ -284,6 +284,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
                 return out
         at = np.repeat(offset, np.diff(sources.first)) + sources.part_offsets()
         records, of_part = sources.distinct_records()
+        stored = [r for r in records if array != "labels" or r.label_names]
+        maps = dict(zip(map(id, stored), self.version.chunk_maps(stored, array), strict=True))
         by_record = np.argsort(of_part, kind="stable")
         bounds = np.searchsorted(of_part[by_record], np.arange(len(records) + 1)).tolist()
 
@@ -297,13 +299,16 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             if parts.shape[0] == 1 and lo[0] == 0 and rows[0] == record.rows:
                 first = int(at[parts[0]])
                 part = out[first : first + record.rows]
-                self._label_reader.read_array(record, array, part)
+                self._label_reader.read_mapped(maps[id(record)], part)
                 return
-            whole = self._label_reader.read_array(record, array)
+            whole = self._label_reader.read_mapped(maps[id(record)])
             _copy_ranges(whole, lo, out, at[parts], rows)
 
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-open") as pool:
-            list(pool.map(read, range(len(records))))
+        try:
+            with ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-open") as pool:
+                list(pool.map(read, range(len(records))))
+        finally:
+            self._label_reader.stop()  # no request thread outlives the open
         return out
 
     @property

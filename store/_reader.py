@@ -137,6 +137,7 @@ class ChunkReader:
             out = np.empty(shape, dtype=dtype)
         elif out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
             raise ValueError(f"out: expected C-contiguous {np.dtype(dtype)} {shape}")
+        self.fetch_ahead(chunk_map.chunks)  # an object store's requests all go out now
         for chunk in chunk_map.chunks:
             part = out[chunk.row_start : chunk.row_start + chunk.rows]
             if chunk.rows == chunk.stored_rows:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +40,9 @@ from ._state import VersionState
 from ._tables import read_table
 
 __all__ = ["SegmentData", "StoreVersion"]
+
+#: Records whose chunk maps are read at once from an object store.
+_MAP_REQUESTS: Final = 16
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,17 @@ class StoreVersion:
         as it is loaded, against its recorded CRC-32C (``verify=True``: its sha256;
         ``"none"``: not at all). See :class:`~ticktensor.store.ChunkReader`."""
         return ChunkReader(self, verify)
+
+    def chunk_maps(
+        self, records: Sequence[SegmentRecord | PackRecord], array: str
+    ) -> list[ChunkMap]:
+        """:meth:`chunk_map` of each of ``records``, in order; on an object store, where
+        each map takes a few requests, many records' requests are in flight at once."""
+        if self._location.is_local or len(records) < 2:
+            return [self.chunk_map(record, array) for record in records]
+        threads = min(_MAP_REQUESTS, len(records))
+        with ThreadPoolExecutor(threads, thread_name_prefix="ticktensor-index") as pool:
+            return list(pool.map(lambda record: self.chunk_map(record, array), records))
 
     def read_pack(self, record: PackRecord, *, verify: bool = False) -> PackData:
         """A whole pack in memory, read by :meth:`reader`.

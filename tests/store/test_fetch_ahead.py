@@ -156,3 +156,14 @@ def test_a_first_epoch_from_an_object_store_keeps_many_requests_in_flight() -> N
     np.testing.assert_array_equal(np.concatenate(batches), expected)
     assert ds._loader.reader.requests_ahead > 0
     assert not [t for t in threading.enumerate() if t.name.startswith("ticktensor-fetch")]
+
+
+def test_the_chunk_maps_of_many_records_are_read_at_once_from_an_object_store() -> None:
+    fsspec.register_implementation(SlowMemory.protocol, SlowMemory, clobber=True)
+    url = f"{SlowMemory.protocol}://maps-{uuid.uuid4().hex}/store"
+    version = write_store(url, "zstd", (True, True, False))
+    records = [*version.packs, *version.segments]
+    SlowMemory.most = 0
+    maps = version.chunk_maps(records, "values")
+    assert SlowMemory.most > 1
+    assert maps == [version.chunk_map(record, "values") for record in records]
