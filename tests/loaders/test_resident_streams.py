@@ -37,6 +37,8 @@ class StreamedChunks(DeviceChunks):
     def __init__(self, ds: WindowDataset, options: ResidentOptions, cuda: FakeCuda) -> None:
         copies = CopyStream(torch.device("cuda", 0))
         super().__init__(ds, torch.device("cpu"), options, copy_stream=copies)
+        # Not memory a freed pool left with the right rows: a gather before its copy shows.
+        self.pool.fill_(float("nan"))
         self.cuda = cuda
         self.queued_on: list[str] = []  # which stream each chunk copy went to
 
