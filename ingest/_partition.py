@@ -17,7 +17,7 @@ longer partition would make each append rewrite more rows than it adds objects i
 One-minute bars (390 a session) are partitioned by day, hourly bars (about 7 a session,
 150 a month) by month, daily bars by year. Data coarser than a day whose year holds at
 most :data:`MAX_WHOLE_YEAR_ROWS` rows of all its symbols together (daily bars of up to
-about 65 symbols, hourly bars of up to 9) is instead one partition: its whole series
+64 symbols, hourly bars of up to 9) is instead one partition: its whole series
 costs one pack, and an append rewrites a series that grows by at most that many rows a
 year. A job of one day is partitioned by day: one day's rows do not tell a tick file of
 a few rows from a day of daily bars.
