@@ -19,47 +19,30 @@ import numpy as np
 import numpy.typing as npt
 
 from ticktensor._memory import fresh_buffer
-from ticktensor.store import (
-    ChunkReader,
-    PackRecord,
-    SegmentRecord,
-    StoredChunk,
-    StoreVersion,
-    Verify,
-)
+from ticktensor.store import ChunkReader, FeatureBlock, StoredChunk, StoreVersion, Verify
 
 __all__ = [
     "ChunkFile",
     "ChunkIndex",
     "ChunkLoader",
     "LoadTimes",
-    "Record",
     "SourcePart",
     "Sources",
 ]
 
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
-Record = SegmentRecord | PackRecord
-"""What a source's rows are stored in: a segment (one symbol) or a pack (a session)."""
-
-
-def describe(record: Record) -> str:
-    """``segment SYMBOL/SESSION`` or ``pack SESSION``, for messages."""
-    if isinstance(record, SegmentRecord):
-        return f"segment {record.symbol}/{record.session}"
-    return f"pack {record.session}"
 
 
 @dataclass(frozen=True)
 class SourcePart:
-    """Rows ``[lo, hi)`` of a segment or a pack, read by one source of a dataset.
+    """Rows ``[lo, hi)`` of a block (a segment or a pack), read by one source of a dataset.
 
     ``symbol`` is the one symbol those rows belong to, or ``None`` for a whole pack (the
     rows of every symbol it holds, sorted by symbol).
     """
 
-    record: Record = field(repr=False)
+    record: FeatureBlock = field(repr=False)
     lo: int
     hi: int
     symbol: str | None
@@ -72,14 +55,15 @@ class SourcePart:
 @dataclass(frozen=True)
 class Sources:
     """A dataset's sources as columns: source ``s`` reads parts ``first[s]:first[s + 1]``
-    laid end to end, part ``k`` being rows ``[lo[k], hi[k])`` of ``records[record[k]]``.
+    laid end to end, part ``k`` being rows ``[lo[k], hi[k])`` of the block
+    ``records[record[k]]``.
 
     ``symbol[s]`` is the source's one symbol (``None`` for a whole pack); ``phase[s]`` the
     rows of the symbol's series before its first part that were left unread (joined
     series only), so the stride grid does not depend on the time filter.
     """
 
-    records: tuple[Record, ...]
+    records: tuple[FeatureBlock, ...]
     record: Int64s
     lo: Int64s
     hi: Int64s
@@ -119,10 +103,10 @@ class Sources:
         offsets: Int64s = ends[:-1] - base
         return offsets
 
-    def distinct_records(self) -> tuple[list[Record], Int64s]:
-        """The distinct records (by path) some part reads, and each part's number among them."""
+    def distinct_records(self) -> tuple[list[FeatureBlock], Int64s]:
+        """The distinct blocks (by path) some part reads, and each part's number among them."""
         numbers: dict[str, int] = {}
-        distinct: list[Record] = []
+        distinct: list[FeatureBlock] = []
         of_record = np.zeros(len(self.records), dtype=np.int64)
         for r in np.unique(self.record).tolist():
             path = self.records[r].path
@@ -361,7 +345,7 @@ class ChunkIndex:
 
 
 def _stored_chunks(
-    version: StoreVersion, records: Sequence[Record]
+    version: StoreVersion, records: Sequence[FeatureBlock]
 ) -> tuple[list[StoredChunk], Int64s, Int64s, Int64s]:
     """The ``values`` chunks of ``records``, laid end to end.
 

@@ -11,15 +11,15 @@ import numpy.typing as npt
 
 from ticktensor._memory import fresh_buffer
 from ticktensor.errors import ConfigError
-from ticktensor.store import PackRecord, SegmentRecord, StoreVersion
+from ticktensor.store import FeatureBlock, StoreVersion
 
-from ._chunks import Record, SourcePart, Sources
+from ._chunks import SourcePart, Sources
 
 __all__ = [
     "Windows",
+    "block_of",
     "feature_columns",
     "normalization",
-    "pack_of",
     "select_sources",
     "source_symbols",
     "symbol_table",
@@ -86,16 +86,17 @@ def select_sources(
     wanted = sorted(set(version.symbols if symbols is None else symbols))
     wanted_names = np.asarray(wanted, dtype=np.str_)
 
-    def in_range(record: Record) -> bool:
-        return (start is None or record.ts_end >= start) and (end is None or record.ts_start < end)
+    def in_range(block: FeatureBlock) -> bool:
+        return (start is None or block.ts_end >= start) and (end is None or block.ts_start < end)
 
     chosen = set(wanted)
-    segments = [segment for segment in version.segments if segment.symbol in chosen]
-    packs = sorted(version.packs, key=_time_key)
+    segments = [b for b in version.blocks if b.symbol is not None and b.symbol in chosen]
+    packs = sorted((b for b in version.blocks if b.symbol is None), key=_time_key)
     if cross_gaps:
         return _joined_sources(version, wanted_names, segments, packs, in_range, window)
-    by_symbol: dict[str, list[SegmentRecord]] = {}
+    by_symbol: dict[str, list[FeatureBlock]] = {}
     for segment in segments:
+        assert segment.symbol is not None
         by_symbol.setdefault(segment.symbol, []).append(segment)
     parts = [
         (SourcePart(segment, 0, segment.rows, symbol),)
@@ -107,7 +108,7 @@ def select_sources(
         (SourcePart(pack, 0, pack.rows, None),)
         for pack in packs
         if in_range(pack)
-        and (symbols is None or version.pack_index(pack).rows_of_many(wanted_names)[2].any())
+        and (symbols is None or version.symbol_rows(pack).rows_of_many(wanted_names)[2].any())
     )
     return Sources.of(parts)
 
@@ -115,16 +116,16 @@ def select_sources(
 def _joined_sources(
     version: StoreVersion,
     wanted: Names,
-    segments: Sequence[SegmentRecord],
-    packs: Sequence[PackRecord],
-    in_range: Callable[[Record], bool],
+    segments: Sequence[FeatureBlock],
+    packs: Sequence[FeatureBlock],
+    in_range: Callable[[FeatureBlock], bool],
     window: int,
 ) -> Sources:
     """One source per symbol of ``wanted`` (sorted) that some record in range holds: its
     segments and its rows of packs by time, from the earliest part that feeds the first
     in-range part's windows to the last in-range part. Every (symbol, record) pair at once.
     """
-    records: list[Record] = [*segments, *packs]
+    records: list[FeatureBlock] = [*segments, *packs]
     symbol, record, lo, hi = _symbol_parts(version, wanted, segments, packs)
     ends = np.concatenate([[0], np.cumsum(hi - lo)]).astype(np.int64)
     ranged = np.asarray([in_range(r) for r in records], dtype=np.bool_)
@@ -156,15 +157,15 @@ def _joined_sources(
 def _symbol_parts(
     version: StoreVersion,
     wanted: Names,
-    segments: Sequence[SegmentRecord],
-    packs: Sequence[PackRecord],
+    segments: Sequence[FeatureBlock],
+    packs: Sequence[FeatureBlock],
 ) -> tuple[Int64s, Int64s, Int64s, Int64s]:
     """Every symbol's parts, by symbol then time: ``(symbol, record, lo, hi)`` each, the
     symbol an index into ``wanted`` and the record into ``[*segments, *packs]``.
 
     A part is a whole segment, or a symbol's rows of a pack (where it has some).
     """
-    records: list[Record] = [*segments, *packs]
+    records: list[FeatureBlock] = [*segments, *packs]
     # A record's place in time; a stable sort keeps a symbol's segments before its packs.
     rank = np.empty(len(records), dtype=np.int64)
     rank[sorted(range(len(records)), key=lambda r: _time_key(records[r]))] = np.arange(len(records))
@@ -175,7 +176,7 @@ def _symbol_parts(
     lo = [np.zeros(len(segments), dtype=np.int64)]
     hi = [np.asarray([s.rows for s in segments], dtype=np.int64)]
     if packs:
-        ranges = zip(*(version.pack_index(p).rows_of_many(wanted) for p in packs), strict=True)
+        ranges = zip(*(version.symbol_rows(p).rows_of_many(wanted) for p in packs), strict=True)
         pack_lo, pack_hi, held = (np.stack(a) for a in ranges)
         pack, held_symbol = np.nonzero(held & (pack_hi > pack_lo))
         symbol.append(held_symbol)
@@ -193,7 +194,7 @@ def source_symbols(
     """The symbols the sources hold rows of (of ``wanted`` only, when given), sorted."""
     found = {symbol for symbol in sources.symbol if symbol is not None}
     packed = [
-        np.asarray(version.pack_index(pack_of(sources, s)).symbols, dtype=np.str_)
+        np.asarray(version.symbol_rows(block_of(sources, s)).symbols, dtype=np.str_)
         for s, symbol in enumerate(sources.symbol)
         if symbol is None
     ]
@@ -205,16 +206,16 @@ def source_symbols(
     return tuple(sorted(found))
 
 
-def pack_of(sources: Sources, source: int) -> PackRecord:
-    """The pack that pack source ``source`` reads."""
-    record = sources.records[int(sources.record[sources.first[source]])]
-    if sources.symbol[source] is not None or not isinstance(record, PackRecord):
+def block_of(sources: Sources, source: int) -> FeatureBlock:
+    """The block of many symbols (a pack) that source ``source`` reads whole."""
+    block = sources.records[int(sources.record[sources.first[source]])]
+    if sources.symbol[source] is not None or block.symbol is not None:
         raise TypeError(f"source {source} reads no whole pack")
-    return record
+    return block
 
 
-def _time_key(record: SegmentRecord | PackRecord) -> tuple[int, str]:
-    return (record.ts_start, record.session)
+def _time_key(block: FeatureBlock) -> tuple[int, str]:
+    return (block.ts_start, block.session)
 
 
 @dataclass(frozen=True)
@@ -363,7 +364,7 @@ def _blocks(
         if single:
             parts.append(np.asarray(single, dtype=np.int64))
             single = []
-        index = version.pack_index(pack_of(sources, s))
+        index = version.symbol_rows(block_of(sources, s))
         held = np.isin(np.asarray(index.symbols, dtype=np.str_), names)
         lo = index.offsets[:-1][held]
         rows = np.diff(index.offsets)[held]
@@ -395,7 +396,7 @@ def symbol_table(
     ids: list[Int32s] = []
     for s, symbol in enumerate(sources.symbol):
         if symbol is None:
-            index = version.pack_index(pack_of(sources, s))
+            index = version.symbol_rows(block_of(sources, s))
             rows.append(row_offset[s] + index.offsets[:-1])
             ids.append(_ids(names, np.asarray(index.symbols, dtype=np.str_)))
     if not rows:

@@ -23,7 +23,6 @@ from ticktensor.loaders._cache import ChunkCache
 from ticktensor.loaders._chunks import (
     ChunkIndex,
     ChunkLoader,
-    Record,
     SourcePart,
     Sources,
 )
@@ -35,7 +34,7 @@ from ticktensor.loaders._index import (
     symbol_table,
     window_starts,
 )
-from ticktensor.store import StoreVersion, open_store
+from ticktensor.store import FeatureBlock, StoreVersion, open_store
 
 __all__ = ["WindowDataset"]
 
@@ -326,8 +325,9 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return [self._sources.parts(s) for s in range(len(self._sources))]
 
     @functools.cached_property
-    def records(self) -> list[tuple[Record, ...]]:
-        """Per source, the records it reads, in time order (made on first use)."""
+    def records(self) -> list[tuple[FeatureBlock, ...]]:
+        """Per source, the blocks (segments or packs) it reads, in time order (made on
+        first use)."""
         return [tuple(part.record for part in parts) for parts in self.source_parts]
 
     @functools.cached_property

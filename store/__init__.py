@@ -7,6 +7,7 @@ The store is the contract between :mod:`ticktensor.ingest` (which writes) and
 from collections.abc import Mapping
 from typing import Any
 
+from ._blocks import FeatureBlock, SymbolRows
 from ._checksums import check_chunk
 from ._chunk_map import ChunkMap, StoredChunk
 from ._guard import decode_chunk
@@ -44,6 +45,7 @@ __all__ = [
     "ChunkMap",
     "ChunkReader",
     "Codec",
+    "FeatureBlock",
     "FeatureStats",
     "FileEntry",
     "Layout",
@@ -65,6 +67,7 @@ __all__ = [
     "Store",
     "StoreVersion",
     "StoredChunk",
+    "SymbolRows",
     "TableEncoder",
     "TableRecord",
     "Verify",

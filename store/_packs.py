@@ -26,6 +26,7 @@ import zarr
 
 from ticktensor.errors import FormatVersionError, SchemaError, StoreCorruptError
 
+from ._blocks import SymbolRows
 from ._chunk_map import CRC_ATTRIBUTE, ChunkMap, StoredChunk, codec_of, recorded_crcs
 from ._guard import GuardedPackStore
 from ._layout import Layout
@@ -88,11 +89,12 @@ class PackIndex:
     ) -> tuple[Int64s, Int64s, npt.NDArray[np.bool_]]:
         """Rows ``[lo, hi)`` of each of ``symbols`` at once, and whether the pack holds it
         (where it does not, ``lo`` and ``hi`` are meaningless)."""
-        names = np.asarray(symbols, dtype=np.str_)
-        held_names = np.asarray(self.symbols, dtype=np.str_)
-        at = np.minimum(np.searchsorted(held_names, names), held_names.shape[0] - 1)
-        held: npt.NDArray[np.bool_] = held_names[at] == names
-        return self.offsets[at], self.offsets[at + 1], held
+        return self.symbol_rows.rows_of_many(symbols)
+
+    @property
+    def symbol_rows(self) -> SymbolRows:
+        """The pack's symbols and their rows, as every block gives them."""
+        return SymbolRows(self.symbols, self.offsets)
 
 
 @dataclass(frozen=True)

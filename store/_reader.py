@@ -31,6 +31,7 @@ import zarr
 from ticktensor.errors import StoreCorruptError
 from ticktensor.kernels import read_checked
 
+from ._blocks import FeatureBlock
 from ._checksums import check_chunk
 from ._chunk_map import ChunkMap, StoredChunk
 from ._fetch_ahead import FetchAhead
@@ -117,14 +118,14 @@ class ChunkReader:
         return self._read(chunk, out)
 
     def read_array(
-        self, record: Record, array: str, out: npt.NDArray[Any] | None = None
+        self, stored: FeatureBlock | Record, array: str, out: npt.NDArray[Any] | None = None
     ) -> npt.NDArray[Any]:
-        """A segment's or pack's whole ``array``, read chunk by chunk.
+        """A block's (a segment's or pack's) whole ``array``, read chunk by chunk.
 
         ``ts`` is ``int64 [rows]``, ``values`` and ``labels`` ``float32 [rows, n]``; full
         chunks are decoded straight into the result (``out`` when given).
         """
-        return self.read_mapped(self._version.chunk_map(record, array), out)
+        return self.read_mapped(self._version.chunk_map(stored, array), out)
 
     def read_mapped(
         self, chunk_map: ChunkMap, out: npt.NDArray[Any] | None = None

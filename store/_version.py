@@ -15,6 +15,7 @@ import zarr
 
 from ticktensor.errors import StoreCorruptError
 
+from ._blocks import FeatureBlock, SymbolRows, block_of, record_of
 from ._chunk_map import ChunkMap, segment_chunk_map
 from ._layout import Layout
 from ._location import Location
@@ -130,6 +131,29 @@ class StoreVersion:
                     packed.update(index.symbols)
         return tuple(sorted(set(self.manifest.symbols) | packed))
 
+    @functools.cached_property
+    def blocks(self) -> tuple[FeatureBlock, ...]:
+        """The version's feature rows as blocks, in one shape for both formats: its
+        segments (format 1), then its packs in session order."""
+        segments = tuple(block_of(record) for record in self.segments)
+        packs = sorted(self.packs, key=lambda p: p.session)
+        return segments + tuple(block_of(record) for record in packs)
+
+    def block(self, session: str, symbol: str | None = None) -> FeatureBlock:
+        """The block of ``session``'s pack, or with ``symbol`` of a format-1 segment;
+        ``KeyError`` when there is none."""
+        if symbol is None:
+            return block_of(self.pack(session))
+        return block_of(self.segment(symbol, session))
+
+    def symbol_rows(self, block: FeatureBlock) -> SymbolRows:
+        """Which of the block's rows belong to which symbol (a pack's index is read once
+        per version view)."""
+        record = block.record
+        if isinstance(record, PackRecord):
+            return self.pack_index(record).symbol_rows
+        return SymbolRows((record.symbol,), np.asarray([0, record.rows], dtype=np.int64))
+
     def pack(self, session: str) -> PackRecord:
         """The pack of ``session``; ``KeyError`` if the session is not packed."""
         if isinstance(self._source, VersionState):
@@ -148,9 +172,10 @@ class StoreVersion:
             index = self._indexes[record.path] = read_pack_index(self._location, record)
         return index
 
-    def chunk_map(self, record: SegmentRecord | PackRecord, array: str) -> ChunkMap:
-        """Which byte ranges of which objects hold each chunk of the record's ``array``
-        (``ts``, ``values`` or ``labels``): what a reader needs to load rows itself."""
+    def chunk_map(self, stored: FeatureBlock | SegmentRecord | PackRecord, array: str) -> ChunkMap:
+        """Which byte ranges of which objects hold each chunk of the block's (or record's)
+        ``array`` (``ts``, ``values`` or ``labels``): what a reader needs to load rows."""
+        record = record_of(stored)
         if isinstance(record, PackRecord):
             return pack_chunk_map(self._location, record, self.pack_index(record), array)
         return segment_chunk_map(self._location, record, array)
@@ -162,7 +187,7 @@ class StoreVersion:
         return ChunkReader(self, verify)
 
     def chunk_maps(
-        self, records: Sequence[SegmentRecord | PackRecord], array: str
+        self, records: Sequence[FeatureBlock | SegmentRecord | PackRecord], array: str
     ) -> list[ChunkMap]:
         """:meth:`chunk_map` of each of ``records``, in order; on an object store, where
         each map takes a few requests, many records' requests are in flight at once."""

@@ -208,14 +208,26 @@ def test_the_codec_check_itself(source: str, expected: int) -> None:
 #: What reading stored bytes takes; the loaders ask the store's reader instead.
 READ_MODULES = ("zarr", "fsspec", "numcodecs", "zstandard")
 READ_NAMES = {"Location", "check_chunk", "decode_chunk", "read_checked", "GuardedStore"}
+#: The records of either store format and the manifest: the store adapts them to blocks.
+RECORD_NAMES = {"SegmentRecord", "PackRecord", "PackIndex", "Manifest", "FileEntry"}
 READ_CALLS = {("os", "open"), ("os", "pread"), ("os", "read"), ("mmap", "mmap")}
-READ_ATTRIBUTES = {"location", "read_range", "read_bytes", "zarr_store"}
+READ_ATTRIBUTES = {
+    "location",
+    "read_range",
+    "read_bytes",
+    "zarr_store",
+    "segments",
+    "packs",
+    "pack_index",
+    "manifest",
+}
 
 
 def read_knowledge(tree: ast.AST) -> list[tuple[int, str]]:
-    """Where a module reads stored bytes itself: imports of a reading library or of the
-    store's reading internals, ``os.open``/``pread``/``mmap.mmap`` calls, and the
-    location's readers."""
+    """Where a module reads stored bytes itself or sees the store's formats: imports of a
+    reading library, of the store's reading internals or of its records,
+    ``os.open``/``pread``/``mmap.mmap`` calls, the location's readers, and a version's
+    segments, packs, pack indexes or manifest."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -227,8 +239,11 @@ def read_knowledge(tree: ast.AST) -> list[tuple[int, str]]:
             names = {alias.name for alias in node.names}
             if any(m == r or m.startswith(r + ".") for m in modules for r in READ_MODULES):
                 found.append((node.lineno, f"import of {', '.join(modules)}"))
-            elif any(m.startswith("ticktensor") for m in modules) and names & READ_NAMES:
-                found.append((node.lineno, f"import of {', '.join(sorted(names & READ_NAMES))}"))
+            elif any(m.startswith("ticktensor") for m in modules) and names & (
+                READ_NAMES | RECORD_NAMES
+            ):
+                internal = sorted(names & (READ_NAMES | RECORD_NAMES))
+                found.append((node.lineno, f"import of {', '.join(internal)}"))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             owner = node.func.value
             if isinstance(owner, ast.Name) and (owner.id, node.func.attr) in READ_CALLS:
@@ -241,7 +256,8 @@ def read_knowledge(tree: ast.AST) -> list[tuple[int, str]]:
 def test_loaders_read_no_stored_bytes_themselves() -> None:
     """The store owns the one read path (``StoreVersion.reader``): the loaders keep the
     geometry of chunks (which rows of which chunk) and never open, map or fetch a stored
-    object, nor check or decode its bytes."""
+    object, nor check or decode its bytes; they see feature blocks, never the records of
+    either store format."""
     found = [
         f"{path.relative_to(ROOT)}:{line}: {what}"
         for path in sorted((ROOT / "loaders").rglob("*.py"))
@@ -261,6 +277,9 @@ def test_loaders_read_no_stored_bytes_themselves() -> None:
         ("m = mmap.mmap(-1, 4096)", 1),
         ("isinstance(base, mmap.mmap)", 0),
         ("reader = version.reader(verify)", 0),
+        ("from ticktensor.store import PackRecord, StoreVersion", 1),
+        ("for pack in version.packs:\n    version.pack_index(pack)", 2),
+        ("blocks = version.blocks", 0),
     ],
 )
 def test_the_read_check_itself(source: str, expected: int) -> None:

@@ -12,10 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ticktensor.loaders import WindowDataset
-from ticktensor.loaders._chunks import ChunkIndex, Record, Sources
+from ticktensor.loaders._chunks import ChunkIndex, Sources
 from ticktensor.loaders._index import select_sources
 from ticktensor.loaders.dataset import _copy_ranges
 from ticktensor.store import Layout, PackRecord, SegmentRecord, Store, StoreVersion
+
+Record = SegmentRecord | PackRecord
 
 DAY_NS = 86_400 * 10**9
 T0 = 1_704_186_000 * 10**9

@@ -229,8 +229,9 @@ def test_sample_chunk_is_the_storage_chunk_of_the_first_row(version: StoreVersio
             offset = 0
             bounds = []
             for rec in records:
-                bounds.append((offset, rec.rows, base, rec.layout["chunk_rows"]))
-                base += -(-rec.rows // rec.layout["chunk_rows"])
+                chunk_rows = rec.record.layout["chunk_rows"]
+                bounds.append((offset, rec.rows, base, chunk_rows))
+                base += -(-rec.rows // chunk_rows)
                 offset += rec.rows
             expected.append(bounds)
         for i in range(len(ds)):

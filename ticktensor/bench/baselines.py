@@ -15,7 +15,6 @@ import torch.utils.data
 import zarr
 
 from ticktensor.loaders import WindowDataset
-from ticktensor.store import SegmentRecord
 
 from .measure import Rep, endless, timed
 
@@ -116,9 +115,10 @@ def series_of_sources(ds: WindowDataset) -> npt.NDArray[np.int64]:
     The bench workloads are stores of one-symbol segments, each one series."""
     symbols = []
     for run in ds.records:
-        if not isinstance(run[0], SegmentRecord):
+        symbol = run[0].symbol
+        if symbol is None:
             raise TypeError("the numpy baselines read stores of segments, not packs")
-        symbols.append(int(run[0].symbol[1:]))
+        symbols.append(int(symbol[1:]))
     return np.array(symbols, dtype=np.int64)
 
 
