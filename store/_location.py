@@ -151,6 +151,12 @@ class Location:
         return full if self.is_local else str(self.fs.unstrip_protocol(full))
 
     def exists(self, rel: str) -> bool:
+        """Whether ``rel`` exists. On a local store a symlink at ``rel`` or on its way is
+        a :class:`~ticktensor.errors.StoreCorruptError` (never an answer about the link's
+        target, nor "absent" for a dangling one)."""
+        if self.is_local:
+            self.refuse_links(rel)
+            return os.path.lexists(self.path(rel))
         with self.talking():
             return bool(self.fs.exists(self.path(rel)))
 
@@ -199,6 +205,13 @@ class Location:
         return data
 
     def size(self, rel: str) -> int:
+        """Bytes of the file ``rel`` (a local one opened without following links)."""
+        if self.is_local:
+            fd = open_below(self.root, rel, os.O_RDONLY)
+            try:
+                return os.fstat(fd).st_size
+            finally:
+                os.close(fd)
         with self.talking():
             return int(self.fs.size(self.path(rel)))
 

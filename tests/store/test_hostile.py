@@ -419,3 +419,25 @@ def test_a_forged_checkpoint_below_the_latest_version_is_refused_at_open(tmp_pat
     )
     with pytest.raises(StoreCorruptError, match=r"00000002\.checkpoint\.json.*2024-01-02"):
         Store.open(str(root)).version()
+
+
+def test_existence_and_size_are_never_answered_through_a_link(tmp_path: Path) -> None:
+    """A link in a store is refused, not followed: neither its target's size nor (for a
+    dangling one) "absent" is taken as an answer about the store's file."""
+    root = tmp_path / "s"
+    store = _packed(root)
+    location = store.version().location
+    (tmp_path / "big").write_bytes(b"x" * 1000)
+    pack = store.version().packs[0]
+    os.symlink(tmp_path / "big", root / pack.path / "values" / "linked")
+    os.symlink(tmp_path / "gone", root / pack.path / "values" / "dangling")
+    for rel in (f"{pack.path}/values/linked", f"{pack.path}/values/dangling"):
+        with pytest.raises(StoreCorruptError, match="symlink"):
+            location.exists(rel)
+        with pytest.raises(StoreCorruptError, match="symlink"):
+            location.size(rel)
+    assert location.exists(f"{pack.path}/values/zarr.json")
+    assert not location.exists(f"{pack.path}/values/absent")
+    assert location.size(f"{pack.path}/values/zarr.json") == len(
+        (root / pack.path / "values" / "zarr.json").read_bytes()
+    )
