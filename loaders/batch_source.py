@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import torch
@@ -23,7 +23,7 @@ from ._index import normalization
 from ._native_prefetch import NativePrefetcher, Relay
 from ._prefetch import CudaDelivery, Deliver, Prefetcher, PrefetchStats, Slot, host_delivery
 from ._readahead import Readahead
-from ._resident import DeviceChunks, ResidentBatches, pool_slots
+from ._resident import DeviceChunks, ResidentBatches, _default_budget, pool_slots
 from .dali import DaliBatches, DaliOptions, DaliPipeline, dali_available
 from .dataset import WindowDataset
 from .options import FastOptions
@@ -124,22 +124,21 @@ class Deliveries:
     ``cuda`` or ``"auto"``) is resolved on the consumer's thread at the start of each
     pass (:func:`~ticktensor.loaders._devices.resolve_device`), and the delivery for it
     (copy stream, pinned-buffer fences, DALI pipeline) is built then and kept while the
-    device stays the same. Device residency with the default budget (a share of the GPU's
-    memory) and no ``order`` given is the exception: how many chunks fit decides the
-    loader's default order, so it resolves its device and builds its pool when the
-    loader is built; with ``budget_bytes`` or an ``order`` given (or on the CPU) it waits
-    for the first pass too (:attr:`pool` is then ``None`` when no budget says it).
+    device stays the same. Device residency's pool holds ``budget_bytes`` of chunks; with
+    the default budget (a share of the GPU's free memory) the GPU is asked once per
+    device, when a pass (or :meth:`resident_pool`) first needs it.
     """
 
     def __init__(self, dataset: WindowDataset, options: FastOptions, pin_memory: bool) -> None:
         self._dataset, self._options, self._pin_memory = dataset, options, pin_memory
         self._built: Delivery | None = None
         self._reader_streams: list[Any] = []
+        self._budgets: dict[torch.device | None, int] = {}
         if options.dali is not None:  # its errors belong to building the loader
             _dali_normalization(dataset, options.dali)
-        # Device residency: how many chunks fit decides the loader's default order. A
-        # budget given (or the CPU's) says so without CUDA; an order given needs no answer;
-        # otherwise the default budget asks the GPU now.
+        # Device residency: how many chunks fit can decide the loader's default order.
+        # A budget given (or the CPU's) says so without CUDA; the default budget of a
+        # GPU is asked for when a pass needs it.
         self.pool: tuple[int, bool] | None = None
         resident = options.resident
         if resident is not None:
@@ -149,22 +148,44 @@ class Deliveries:
                 self.pool = pool_slots(dataset, resident.budget_bytes)
             elif on_cpu:
                 self.pool = pool_slots(dataset, int(dataset.cache_bytes))
-            elif options.order is None:
-                chunks = self.for_pass().device_chunks
-                assert chunks is not None  # residency builds its pool
-                self.pool = chunks.slots, chunks.whole
+
+    def resident_pool(self) -> tuple[int, bool] | None:
+        """``(slots, whole)`` of device residency's pool (``None`` without residency),
+        for the device a pass starting now finds: on the consumer's thread, as it may ask
+        the GPU for its free memory. The first answer is kept in :attr:`pool`."""
+        if self.pool is None and self._options.resident is not None:
+            device = resolve_device(self._options.device)
+            self.pool = pool_slots(self._dataset, self._budget(device))
+        return self.pool
 
     def for_pass(self) -> Delivery:
         """The delivery of a pass that starts now, on the consumer's thread."""
         device = resolve_device(self._options.device)
         built = self._built
         if built is None or built.device != device:
-            built = Delivery.build(self._dataset, self._options, self._pin_memory, device)
+            options = self._options
+            resident = options.resident
+            if resident is not None and resident.budget_bytes is None:
+                budget = replace(resident, budget_bytes=self._budget(device))
+                options = replace(options, residency=budget)
+            built = Delivery.build(self._dataset, options, self._pin_memory, device)
             if isinstance(built.fences, CudaFences):
                 for stream in self._reader_streams:
                     built.fences.add_reader_stream(stream)
             self._built = built
         return built
+
+    def _budget(self, device: torch.device | None) -> int:
+        """The default residency budget on ``device``, asked for once (a GPU's share of
+        its free memory when first asked; the chunk cache's budget on the CPU)."""
+        budget = self._budgets.get(device)
+        if budget is None:
+            # FastOptions refuses residency without a device, and "auto" resolves to one.
+            assert device is not None
+            budget = _default_budget(self._dataset, device)
+            pool_slots(self._dataset, budget)  # a budget that holds no chunk says so here
+            self._budgets[device] = budget
+        return budget
 
     def add_reader_stream(self, stream: Any) -> None:
         """Fence ``stream`` too, in this pass's delivery and every later one."""

@@ -33,6 +33,9 @@ __all__ = ["DataLoader"]
 
 Int64s = npt.NDArray[np.int64]
 _PERMUTATIONS = (UniformOrder, SequentialOrder, BlockShuffleOrder)  # len(order) == len(dataset)
+# state_dict()'s key for the default order of device residency on a GPU's default budget:
+# the chunks of its BlockShuffleOrder's blocks (0: the shuffled order, every chunk fits).
+_RESIDENT_BLOCKS = "resident_block_chunks"
 
 
 # torch attributes that are properties here, also kept in the instance dict (see _mirror).
@@ -242,29 +245,86 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         if seed is None:
             seed = int(generator.initial_seed()) if generator is not None else 0
         shuffle = path.shuffle if path.shuffle is not None else bool(args["shuffle"])
-        order = (
+        order: Order = (
             options.order or path.order or (UniformOrder(seed) if shuffle else SequentialOrder())
         )
         self.options = replace(options, seed=seed)
         dataset = path.dataset
         # No CUDA call here: the device is found when a pass starts (Deliveries).
         self._deliveries = Deliveries(dataset, options, self.pin_memory)
-        pool = self._deliveries.pool  # (slots, whole) of device residency
-        if pool is not None and options.order is None and shuffle and not pool[1]:
-            # A chunk cache on the device: fill it block by block, each chunk about once
-            # per epoch, instead of every batch reading chunks from everywhere.
-            order = BlockShuffleOrder(seed, block_chunks=max(1, pool[0] // 4))
-        self.order: Order = order
+        # A chunk cache on the device: a shuffled order then fills it block by block, each
+        # chunk about once per epoch, instead of every batch reading chunks from
+        # everywhere. A budget given (or the CPU's) says now how many chunks fit; the GPU's
+        # default budget is asked for when the first pass starts (_settle_order).
+        self._seed, self._given_order = seed, order
+        pool_order = options.resident is not None and options.order is None and shuffle
+        pool = self._deliveries.pool
+        self._asks_gpu = pool_order and pool is None  # the choice travels in state_dict()
+        self._order: Order | None = None
+        self._orders: EpochOrders | None = None
+        self._blocks: int | None = None  # _RESIDENT_BLOCKS of the order chosen
         self._shuffle = shuffle
         self._passes = PassState(seed)
         self._sampler_epoch: int | None = None
-        self._orders = EpochOrders(order, dataset)
+        if not pool_order:
+            self._use_order(order)
+        elif pool is not None:
+            self._choose(_pool_blocks(pool))
         self._follow_sampler_epoch()  # one set before the loader was built counts too
-        self._orders.prefetch(self._passes.epoch)  # overlaps the caller's own setup
-        weakref.finalize(self, self._orders.close)
+        self._prefetch_order(self._passes.epoch)  # overlaps the caller's own setup
         self._last: weakref.ref[BatchSource] | None = None  # weak: it owns the thread
         self._last_stats: PrefetchStats | None = None
         self._samplers: dict[tuple[int, int], tuple[Sampler[int], PassBatchSampler]] = {}
+
+    def _choose(self, blocks: int) -> None:
+        """Use the default resident order of ``blocks`` chunks a block (0: every chunk fits
+        the pool, so the default shuffled order stays)."""
+        order = self._given_order
+        if blocks > 0:
+            order = BlockShuffleOrder(self._seed, block_chunks=blocks)
+        self._blocks = blocks
+        self._use_order(order)
+
+    def _use_order(self, order: Order) -> None:
+        """Make ``order`` the loader's, its epochs computed ahead from now on."""
+        if self._orders is not None:
+            self._orders.close()
+        path = self._path
+        assert path is not None  # fast path only
+        self._order = order
+        self._orders = EpochOrders(order, path.dataset)
+        weakref.finalize(self, self._orders.close)
+
+    def _settle_order(self) -> EpochOrders:
+        """The loader's epoch orders; device residency's default order is chosen on the
+        first call (on the consumer's thread: the GPU is asked how many chunks fit)."""
+        if self._orders is None:
+            pool = self._deliveries.resident_pool()
+            assert pool is not None  # an order is pending only with residency
+            self._choose(_pool_blocks(pool))
+            assert self._orders is not None  # just made
+        return self._orders
+
+    def _prefetch_order(self, epoch: int) -> None:
+        """Start computing ``epoch``'s order, unless the order is not chosen yet."""
+        if self._orders is not None:
+            self._orders.prefetch(epoch)
+
+    def _saved_blocks(self, state: Mapping[str, Any]) -> int | None:
+        """The default resident order a saved ``state`` was made with, if this loader
+        chooses one from the GPU's memory (see :meth:`state_dict`)."""
+        blocks = state.get(_RESIDENT_BLOCKS)
+        if not self._asks_gpu or blocks is None:
+            return None
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
+            raise ConfigError(f"{_RESIDENT_BLOCKS}: expected an integer >= 0, got {blocks!r}")
+        return blocks
+
+    def _adopt_order(self, blocks: int | None) -> None:
+        """Take the saved default resident order, so the rest of its epoch is the same
+        samples whatever the GPU has free now."""
+        if blocks is not None and blocks != self._blocks:
+            self._choose(blocks)
 
     # -- torch's attributes ------------------------------------------------------------------
 
@@ -350,6 +410,20 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
     # -- the fast path's settings --------------------------------------------------------------
 
     @property
+    def order(self) -> Order:
+        """The sample order of the fast path's epochs.
+
+        With ``residency="device"`` on a GPU's default budget, ``shuffle=True`` and no
+        ``order`` given, it depends on how many chunks fit the budget, which the GPU is
+        asked for when the first pass starts (reading this attribute earlier asks it
+        then): ``BlockShuffleOrder(seed, block_chunks=slots // 4)`` when the chunks do not
+        all fit, else the default shuffled order.
+        """
+        self._settle_order()
+        assert self._order is not None  # settled
+        return self._order
+
+    @property
     def rank(self) -> int:
         """This process's rank, resolved now."""
         return self._world()[0]
@@ -389,14 +463,22 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         return "steps" if pad is True or pad == "steps" else "none"
 
     def _plan(
-        self, epoch: int, start_sample: int, rank: int, world: int, *, skip: int = 0
+        self,
+        epoch: int,
+        start_sample: int,
+        rank: int,
+        world: int,
+        *,
+        skip: int = 0,
+        order: Int64s | None = None,
     ) -> ShardPlan:
         """This rank's plan of ``epoch`` from global sample ``start_sample``, ``skip``
-        batches further (at most to the end of the epoch)."""
+        batches further (at most to the end of the epoch), over the epoch's order (or
+        ``order`` instead)."""
         path = self._path
         assert path is not None
         assert self.batch_size is not None  # fast path only
-        order = path.epoch_order(self._orders.get(epoch))
+        order = path.epoch_order(self._settle_order().get(epoch) if order is None else order)
         padding = self._padding(world)
         padded = 0
         if padding == "samples":
@@ -490,6 +572,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         path = self._path
         assert path is not None
         _accelerate.route_skip_first_batches()
+        self._settle_order()  # device residency's default order: how many chunks fit
         delivery = self._deliveries.for_pass()  # the rank's device, found now
         early = None if self.options.dali is not None else self._early_source(skip, delivery)
         held = [early]
@@ -510,7 +593,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             skip=skip,
             receive=delivery.receive,
             transform=self.batch_transform,
-            on_halfway=self._orders.prefetch,
+            on_halfway=self._prefetch_order,
             index_map=path.index_map,
         )
 
@@ -575,8 +658,15 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         assert path is not None
         assert self.batch_size is not None
         rank, world = self._world()
-        if not (isinstance(self.order, _PERMUTATIONS) and path.distributed is None):
+        order = self._order
+        permutation = order is None or isinstance(order, _PERMUTATIONS)  # pending: one
+        if not permutation:
             return self._plan(self._passes.epoch, 0, rank, world).num_steps
+        if path.distributed is not None:
+            # A permutation's length is the dataset's, whichever it is: no need to compute
+            # (or to choose) it.
+            same_length = np.arange(len(path.dataset), dtype=np.int64)
+            return self._plan(self._passes.epoch, 0, rank, world, order=same_length).num_steps
         total = len(path.dataset)
         padding = self._padding(world)
         if padding == "samples":
@@ -600,7 +690,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
                     hook.set_epoch(epoch)
             return
         self._passes.set_epoch(epoch)
-        self._orders.prefetch(self._passes.epoch)
+        self._prefetch_order(self._passes.epoch)
 
     @property
     def epoch(self) -> int:
@@ -618,16 +708,27 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         the loader (``copy.deepcopy``, pickle) starts the epoch again too, unless a
         resume was pending. So a fresh loader given this state does what this loader
         does next. Any rank's state restores every rank, also with another world size:
-        the rest of the epoch's global order is partitioned again.
+        the rest of the epoch's global order is partitioned again. With device
+        residency's default order on a GPU (see :attr:`order`), ``resident_block_chunks``
+        says which order the GPU's memory chose (0: the shuffled order), and a loader
+        given the state takes that order, whatever memory its own GPU has free.
         """
         self._require_fast("state_dict")
-        return self._passes.state_dict()
+        return self._position()
+
+    def _position(self) -> dict[str, Any]:
+        state = self._passes.state_dict()
+        if self._asks_gpu and self._blocks is not None:
+            state[_RESIDENT_BLOCKS] = self._blocks  # the order chosen from the GPU's memory
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from ``state`` at the next ``iter()``; a running pass stops counting."""
         self._require_fast("load_state_dict")
+        blocks = self._saved_blocks(state)
         self._passes.load(state)
-        self._orders.prefetch(self._passes.epoch)
+        self._adopt_order(blocks)
+        self._prefetch_order(self._passes.epoch)
 
     def stats(self) -> dict[str, Any]:
         """Figures of the running (or last) pass.
@@ -686,7 +787,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             "batch_transform": self.batch_transform,
         }
         if self._path is not None:
-            state["position"] = self._passes.state_dict()
+            state["position"] = self._position()
             state["resume"] = self._passes.resuming
             state["sampler_epoch"] = self._sampler_epoch
         return state
@@ -696,6 +797,7 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
         self._setup(state["fast"], state["batch_transform"], announce=False)
         if "position" in state:
             self._passes.restore(state["position"], resume=bool(state["resume"]))
+            self._adopt_order(self._saved_blocks(state["position"]))
             self._sampler_epoch = state["sampler_epoch"]
 
     def __repr__(self) -> str:
@@ -703,8 +805,16 @@ prefetch_factor, persistent_workers, pin_memory_device, in_order
             return f"DataLoader(torch, dataset={self.dataset!r}, batch_size={self.batch_size})"
         return (
             f"DataLoader(fast, dataset={self.dataset!r}, batch_size={self.batch_size}, "
-            f"order={self.order!r}, epoch={self._passes.epoch})"
+            f"order={'(chosen at the first pass)' if self._order is None else repr(self._order)}, "
+            f"epoch={self._passes.epoch})"
         )
+
+
+def _pool_blocks(pool: tuple[int, bool]) -> int:
+    """The blocks of the default shuffled order for device residency's pool of
+    ``(slots, whole)``: a quarter of the slots (0: every chunk fits, no blocks needed)."""
+    slots, whole = pool
+    return 0 if whole else max(1, slots // 4)
 
 
 def _wrap_to_multiple(order: Int64s, world: int) -> tuple[Int64s, int]:

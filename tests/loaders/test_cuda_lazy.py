@@ -168,3 +168,75 @@ def test_device_residency_with_the_default_budget_and_an_order_asks_the_gpu_at_t
     assert seen["order"] == "SequentialOrder"
     assert [call["args"] for call in seen["asked"]] == [["cuda:0"]]
     assert {call["thread"] for call in seen["asked"]} == {"MainThread"}
+
+
+DEFAULT_ORDER_SCRIPT = """
+import json, pickle, torch
+from ticktensor import DataLoader
+from ticktensor.loaders import FastOptions, ResidentOptions, WindowDataset
+
+def mem_get_info(device=None):
+    fake._record("mem_get_info", device)
+    return {free}, {total}
+
+torch.cuda.mem_get_info = mem_get_info
+ds = WindowDataset({store!r}, {window})
+options = FastOptions(device="cuda", residency="device", seed=5)
+try:  # a loader that sized its pool here would allocate it, and fail: no GPU here
+    loader = DataLoader(ds, batch_size=8, shuffle=True, fast=options)
+    copy = pickle.loads(pickle.dumps(loader))
+except Exception as exc:
+    print(json.dumps({{"built": CALLS, "error": repr(exc)}}))
+    raise SystemExit(0)
+built = len(CALLS)
+try:  # the pass sizes the pool (then fails allocating it: there is no GPU here)
+    next(iter(copy))
+except Exception:
+    pass
+asked = [call for call in CALLS[built:] if call["call"] == "mem_get_info"]
+chosen = copy.order
+state = copy.state_dict()
+# What the same budget, given, makes the order (chosen when the loader is built).
+given = FastOptions(device="cuda", residency=ResidentOptions(budget_bytes={budget}), seed=5)
+reference = DataLoader(ds, batch_size=8, shuffle=True, fast=given).order
+# A fresh loader given the state takes its order, with no CUDA call.
+before = len(CALLS)
+fresh = DataLoader(ds, batch_size=8, shuffle=True, fast=options)
+fresh.load_state_dict(state)
+resumed = fresh.order
+copied = pickle.loads(pickle.dumps(copy)).order  # a copy keeps the order chosen
+print(json.dumps({{"built": CALLS[:built], "asked": asked, "order": repr(chosen),
+                  "same": chosen == reference, "state": state, "resumed": resumed == chosen,
+                  "copied": copied == chosen,
+                  "resume_calls": CALLS[before:]}}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("free_chunks", "order", "blocks"),
+    [(8, "BlockShuffleOrder", 2), (1 << 20, "UniformOrder", 0)],
+)
+def test_device_residency_with_the_default_budget_chooses_its_order_at_the_pass(
+    store: Path, free_chunks: int, order: str, blocks: int
+) -> None:
+    """No ``order`` given: the default order depends on how many chunks fit the GPU's
+    share, which is asked for when the first pass starts, on the consumer's thread; the
+    order is the one the same budget given would make, and ``state_dict()`` carries it,
+    so a loader resuming there (or a copy) takes it whatever its GPU has free."""
+    chunk_bytes = 16 * 3 * 4  # build_version: 16-row chunks of 3 float32 features
+    headroom = 2 << 30  # cuda_budget leaves 2 GiB of the free memory
+    budget = free_chunks * chunk_bytes
+    free, total = headroom + budget, 1 << 40
+    script = DEFAULT_ORDER_SCRIPT.format(
+        store=str(store), window=WINDOW, free=free, total=total, budget=budget
+    )
+    seen = run_child(script)
+    assert seen["built"] == []  # building and unpickling
+    assert [call["args"] for call in seen["asked"]] == [["cuda:0"]]
+    assert {call["thread"] for call in seen["asked"]} == {"MainThread"}
+    assert seen["order"].startswith(order), seen["order"]
+    assert seen["same"], seen["order"]
+    assert seen["state"]["resident_block_chunks"] == blocks
+    assert seen["resumed"]
+    assert seen["copied"]
+    assert seen["resume_calls"] == []
