@@ -15,6 +15,16 @@ Rows, in the order they are measured:
   batch of the same epoch and step, 3 epochs, both engines: wrong batches, which must be
   0; and a negative control with reader fences removed, which should show wrong batches
   (else the check could not see a refilled buffer);
+- ``resident``: device residency under the same lag, each batch's GPU checksum against
+  the host path's batch of the same order and step, 2 epochs: the whole store on the
+  device, and a budget of 8 chunks, so chunks are evicted and copied again on the
+  loader's copy stream while gathers queued on the lagging current stream may still
+  read the slots they overwrite: wrong batches, which must be 0 (and evictions, which
+  must not be);
+- ``pinned``: DALI's CPU pipeline with ``pin_memory=True`` and no device hands out
+  page-locked batches (``is_pinned()``, features and labels) for float32, float16 and
+  bfloat16, so the user's ``non_blocking`` copies stay asynchronous: pinned batches,
+  which must be all;
 - ``h2d``: host-to-device copy bandwidth of 256 MiB from pageable and from pinned memory
   (``Tensor.copy_``, i.e. ``cudaMemcpy``), and the loader's own copy (``CudaDelivery`` out
   of a pinned batch slot on its side stream), as a share of the pinned bandwidth;
@@ -57,7 +67,14 @@ import torch.utils.data
 from ticktensor.bench.baselines import MmapWindows
 from ticktensor.bench.machine import describe_run
 from ticktensor.bench.workload import Workload, prepare
-from ticktensor.loaders import DaliOptions, DataLoader, FastOptions, UniformOrder, WindowDataset
+from ticktensor.loaders import (
+    DaliOptions,
+    DataLoader,
+    FastOptions,
+    ResidentOptions,
+    UniformOrder,
+    WindowDataset,
+)
 from ticktensor.loaders.batch_source import Delivery, Slot
 from ticktensor.loaders.dali import dali_available
 from ticktensor.store import FeatureStats, Store, StoreVersion
@@ -147,6 +164,8 @@ def run(
         )
     where = "cuda" if cuda else f"cpu ({NO_CUDA})"
     rows = _fence_rows(normed, order, batch, cuda)
+    rows.extend(_resident_rows(raw, workload, cuda))
+    rows.extend(_pinned_rows(raw, order, batch, cuda))
     rows.extend(_h2d_rows(raw, workload, cuda, seconds))
     # One loader per mode for every timed row, warmed by a whole untimed pass (device
     # residency loads its chunks then), so no timed window pays for building a loader.
@@ -251,6 +270,104 @@ def _fence_rows_cuda(
         )
         note = f"of {total} batches, {epochs} epochs, GPU lagging"
         rows.append(_row("fences", mode, float(wrong), "wrong batches", note))
+    return rows
+
+
+_RESIDENT_MODES = ("whole store, lagging GPU", "8-chunk budget, lagging GPU")
+_DALI_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _resident_rows(raw: WindowDataset, workload: Workload, cuda: bool) -> list[Row]:
+    """Wrong batches of device residency under a lagging current stream."""
+    if not cuda:
+        return [_row("resident", mode, None, "wrong batches", NO_CUDA) for mode in _RESIDENT_MODES]
+    return _resident_rows_cuda(raw, workload)  # pragma: no cover - GPU only
+
+
+def _resident_rows_cuda(
+    raw: WindowDataset, workload: Workload, epochs: int = 2, device: str = "cuda"
+) -> list[Row]:  # pragma: no cover - GPU only
+    chunk_bytes = workload.chunk_rows * workload.features * 4
+    slots = 8
+    budgets = dict(zip(_RESIDENT_MODES, (None, slots * chunk_bytes), strict=True))
+    # Enough batches a pass that the small budget's pool fills and evicts (its default
+    # order shuffles blocks of 2 chunks); the whole store copies each chunk once.
+    per_chunk = max(1, workload.chunk_rows // workload.batch)
+    limits = dict(zip(_RESIDENT_MODES, (256, (slots + 4) * per_chunk), strict=True))
+    rows = []
+    for mode, budget in budgets.items():
+        residency = ResidentOptions(budget_bytes=budget)
+        options = FastOptions(seed=0, device=device, residency=residency)
+        loader = DataLoader(
+            raw, batch_size=workload.batch, shuffle=True, drop_last=True, fast=options
+        )
+        reference = DataLoader(
+            raw, batch_size=workload.batch, drop_last=True, fast=FastOptions(order=loader.order)
+        )
+        wrong = total = 0
+        for epoch in range(epochs):
+            reference.set_epoch(epoch)
+            want = []
+            for x, _ in reference:  # one batch at a time: the ring's buffers are reused
+                want.append(int(_checksum(x.to(device))))
+                if len(want) == limits[mode]:
+                    break
+            loader.set_epoch(epoch)
+            got = []
+            for x, _ in loader:
+                got.append(_checksum(x))  # queued on the current stream, behind the sleep
+                if len(got) == len(want):
+                    break
+                torch.cuda._sleep(2_000_000)  # type: ignore[no-untyped-call]  # about 1 ms
+            torch.cuda.synchronize()
+            total += len(want)
+            wrong += sum(int(g) != w for g, w in zip(got, want, strict=True))
+        stats = loader.stats()["resident"]
+        note = (
+            f"of {total} batches, {epochs} epochs, {loader.order!r}; "
+            f"{stats['slots']} slots, {stats['evictions']} evictions"
+        )
+        rows.append(
+            _row(
+                "resident",
+                mode,
+                float(wrong),
+                "wrong batches",
+                note,
+                evictions=int(stats["evictions"]),
+            )
+        )
+    return rows
+
+
+def _pinned_rows(raw: WindowDataset, order: UniformOrder, batch: int, cuda: bool) -> list[Row]:
+    """Page-locked batches of DALI's CPU pipeline with ``pin_memory=True``, per dtype."""
+    modes = [f"dali cpu {dtype}" for dtype in _DALI_DTYPES]
+    if not dali_available():
+        return [
+            _row("pinned", m, None, "pinned batches", "nvidia-dali not installed") for m in modes
+        ]
+    if not cuda:  # nothing is page-locked without CUDA
+        return [_row("pinned", mode, None, "pinned batches", NO_CUDA) for mode in modes]
+    return _pinned_rows_cuda(raw, order, batch)  # pragma: no cover - GPU only
+
+
+def _pinned_rows_cuda(
+    raw: WindowDataset, order: UniformOrder, batch: int, limit: int = 16
+) -> list[Row]:  # pragma: no cover - GPU only
+    rows = []
+    for dtype in _DALI_DTYPES:
+        options = FastOptions(order=order, backend=DaliOptions(dtype=dtype))
+        loader = DataLoader(raw, batch_size=batch, pin_memory=True, drop_last=True, fast=options)
+        pinned = total = 0
+        for x, y in loader:
+            total += 1
+            pinned += int(x.is_pinned() and y.is_pinned())
+            del x, y
+            if total == limit:
+                break
+        note = f"of {total}, pin_memory=True, device=None; {loader.stats()['memory']}"
+        rows.append(_row("pinned", f"dali cpu {dtype}", float(pinned), "pinned batches", note))
     return rows
 
 
@@ -467,7 +584,7 @@ def _goals(rows: list[Row], cuda: bool) -> list[Row]:
 
 def _print(rows: list[Row], cuda: bool) -> None:
     print(f"# gpu check ({'CUDA: ' + torch.cuda.get_device_name() if cuda else NO_CUDA})")
-    print(f"{'check':<8} {'mode':<22} {'value':>12} {'unit':<28} note")
+    print(f"{'check':<8} {'mode':<30} {'value':>12} {'unit':<28} note")
     for row in rows:
         value = row["value"]
         shown = "-" if value is None else f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
@@ -476,7 +593,7 @@ def _print(rows: list[Row], cuda: bool) -> None:
             note = f"{row['gb_s']:.3f} GB/s; {note}"
         if "step_ms" in row:
             note = f"step {row['step_ms']:.2f} ms; {note}"
-        print(f"{row['check']:<8} {row['mode']:<22} {shown:>12} {row['unit']:<28} {note}")
+        print(f"{row['check']:<8} {row['mode']:<30} {shown:>12} {row['unit']:<28} {note}")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,17 @@ def test_quick_check_runs_without_a_gpu(tmp_path: Path) -> None:
         assert len(fences) == 3
         assert all(row["value"] is None and row["note"] == "no CUDA" for row in fences)
         assert rows[0]["check"] == "fences"  # the fence path comes first
+        resident = [row for row in rows if row["check"] == "resident"]
+        assert len(resident) == 2
+        assert all(row["value"] is None and row["note"] == "no CUDA" for row in resident)
+        pinned = [row for row in rows if row["check"] == "pinned"]
+        assert [row["mode"] for row in pinned] == [
+            "dali cpu float32",
+            "dali cpu float16",
+            "dali cpu bfloat16",
+        ]
+        why = "no CUDA" if dali_available() else "nvidia-dali not installed"
+        assert all(row["value"] is None and row["note"] == why for row in pinned)
         assert "no CUDA" in done.stdout
     loader = [row for row in rows if row["check"] == "loader"]
     assert all(row["value"] > 0 for row in loader if row["mode"] in modes)
