@@ -120,7 +120,7 @@ class DeviceChunks:
         n_chunks = len(index)
         # The chunks some sample reads: a dataset of some symbols of a pack never reads
         # the pack's chunks that hold only the others' rows.
-        self._needed = np.asarray(dataset._needed, dtype=np.bool_)[index.load_of]
+        self._needed = np.asarray(dataset.needed, dtype=np.bool_)[index.load_of]
         n_needed = int(np.count_nonzero(self._needed))
         budget = options.budget_bytes or _default_budget(dataset, device)
         self.slots, self.whole = pool_slots(dataset, budget)
@@ -310,7 +310,7 @@ def pool_slots(dataset: WindowDataset, budget: int) -> tuple[int, bool]:
     index = dataset.chunks
     max_rows = max(f.stored_rows for f in index.files)
     chunk_bytes = max_rows * dataset.n_features * 4
-    needed = np.asarray(dataset._needed, dtype=np.bool_)[index.load_of]
+    needed = np.asarray(dataset.needed, dtype=np.bool_)[index.load_of]
     slots = min(int(np.count_nonzero(needed)), budget // chunk_bytes)
     if slots < 1:
         raise ConfigError(

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import atexit
-import copy
 import functools
 import os
-import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, Literal
@@ -18,7 +15,7 @@ from torch.utils.data import Dataset
 
 from ticktensor._memory import fresh_buffer
 from ticktensor.errors import ConfigError
-from ticktensor.kernels import ChunkGather, SamplePrefetcher, ThreadPool
+from ticktensor.kernels import SamplePrefetcher, ThreadPool
 from ticktensor.loaders._cache import ChunkCache
 from ticktensor.loaders._chunks import (
     ChunkIndex,
@@ -34,7 +31,8 @@ from ticktensor.loaders._index import (
     symbol_table,
     window_starts,
 )
-from ticktensor.store import FeatureBlock, StoreVersion, open_store
+from ticktensor.loaders._runtime import ReaderRuntime
+from ticktensor.store import ChunkReader, FeatureBlock, StoreVersion, open_store
 
 __all__ = ["WindowDataset"]
 
@@ -43,8 +41,6 @@ Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 
 _MIN_CACHE_BYTES: Final = 256 * 2**20
-_LIVE: weakref.WeakSet[WindowDataset] = weakref.WeakSet()  # rebuilt in a forked child
-_ABANDONED: list[object] = []  # a forked child's copies of its parent's threads, never joined
 
 
 class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
@@ -178,23 +174,20 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         scale = normalization(version, self.feature_names) if normalize else None
         self.threads = int(threads or os.cpu_count() or 1)
         # Labels (and timestamps) are read at open by the store's chunk reader.
-        self._label_reader = version.reader(_verify(verify))
-        self._build(sources, symbols, start, end)
-        self._loader = ChunkLoader(version, columns, scale, verify=_verify(verify))
-        total = sum(self._loader.nbytes(f) for f in self.chunks.loads)
+        label_reader = version.reader(_verify(verify))
+        self._build(sources, symbols, start, end, label_reader)
+        loader = ChunkLoader(version, columns, scale, verify=_verify(verify))
+        total = sum(loader.nbytes(f) for f in self.chunks.loads)
         self.cache_bytes = int(cache_bytes or min(total, max(_MIN_CACHE_BYTES, _ram() // 4)))
-        self._pool = pool if pool is not None else ThreadPool(os.cpu_count() or 1)
-        self._start_engine()
-        _LIVE.add(self)
-
-    def _start_engine(self) -> None:
-        """The native gather over the chunks and the cache that loads them."""
-        index = self.chunks
-        self._gather = ChunkGather(
-            index.chunk_starts, index.source_rows, self.n_features, self._pool
-        )
-        self._cache = ChunkCache(
-            index, self._loader, self._gather, self.cache_bytes, self.threads, self._needed
+        self._runtime = ReaderRuntime(
+            self.chunks,
+            loader,
+            self.n_features,
+            self.cache_bytes,
+            self.threads,
+            self._needed,
+            label_reader,
+            pool,
         )
 
     # -- construction ------------------------------------------------------------------
@@ -205,6 +198,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         wanted: Sequence[str] | None,
         start: int | None,
         end: int | None,
+        reader: ChunkReader,
     ) -> None:
         """Read the sources' labels (and timestamps for a time range), then index their
         windows, every source at once (no Python per symbol or session).
@@ -222,8 +216,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         rows = sources.rows
         offset = _offsets(rows)
         timed = start is not None or end is not None
-        labels = self._read_rows(sources, offset, "labels")
-        ts = self._read_rows(sources, offset, "ts") if timed else None
+        labels = self._read_rows(sources, offset, "labels", reader)
+        ts = self._read_rows(sources, offset, "ts", reader) if timed else None
         found = window_starts(
             self.version,
             sources,
@@ -269,7 +263,9 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             self.version, sources, self.symbols, offset
         )
 
-    def _read_rows(self, sources: Sources, offset: Int64s, array: str) -> npt.NDArray[Any]:
+    def _read_rows(
+        self, sources: Sources, offset: Int64s, array: str, reader: ChunkReader
+    ) -> npt.NDArray[Any]:
         """The ``labels`` or ``ts`` rows of every source, laid end to end (source ``s``
         from row ``offset[s]``); each segment or pack is read once, on the open threads,
         and its parts' rows copied at once. Labels of records stored without are NaN."""
@@ -298,16 +294,16 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             if parts.shape[0] == 1 and lo[0] == 0 and rows[0] == record.rows:
                 first = int(at[parts[0]])
                 part = out[first : first + record.rows]
-                self._label_reader.read_mapped(maps[id(record)], part)
+                reader.read_mapped(maps[id(record)], part)
                 return
-            whole = self._label_reader.read_mapped(maps[id(record)])
+            whole = reader.read_mapped(maps[id(record)])
             _copy_ranges(whole, lo, out, at[parts], rows)
 
         try:
             with ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-open") as pool:
                 list(pool.map(read, range(len(records))))
         finally:
-            self._label_reader.stop()  # no request thread outlives the open
+            reader.stop()  # no request thread outlives the open
         return out
 
     @property
@@ -333,7 +329,8 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     @functools.cached_property
     def _ts_flat(self) -> Int64s:
         """Every source's timestamps, laid end to end as the labels are."""
-        return self._read_rows(self._sources, self._label_offset, "ts")
+        reader = self._runtime.label_reader
+        return self._read_rows(self._sources, self._label_offset, "ts", reader)
 
     @functools.cached_property
     def ts_sources(self) -> list[Int64s]:
@@ -393,12 +390,23 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     @property
     def pool(self) -> ThreadPool:
         """The thread pool of the gather."""
-        return self._pool
+        return self._runtime.pool
 
     @property
     def cache(self) -> ChunkCache:
         """The cache of loaded feature chunks."""
-        return self._cache
+        return self._runtime.cache
+
+    @property
+    def runtime(self) -> ReaderRuntime:
+        """What reads the dataset's chunks: loader, cache, gather, thread pool (shared
+        by its subsets)."""
+        return self._runtime
+
+    @property
+    def needed(self) -> npt.NDArray[np.bool_]:
+        """Which loads (:attr:`chunks`' ``loads``) some sample of the dataset reads."""
+        return self._needed
 
     def __len__(self) -> int:
         return int(self.sample_start.shape[0])
@@ -485,14 +493,14 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             out = np.empty((idx.size, self.window, self.n_features), dtype=np.float32)
         if labels_out is None:
             labels_out = np.empty((idx.size, self.n_labels), dtype=np.float32)
-        cache = self._cache
-        with cache.lock:
-            if not cache.complete:
+        runtime = self._runtime
+        with runtime.cache.lock:
+            if not runtime.cache.complete:
                 if chunks is None:
                     chunks = self.chunks_of(idx)
-                cache.require(chunks, upcoming)
+                runtime.cache.require(chunks, upcoming)
             # One native call: index lookups, windows and labels, GIL released.
-            self._gather.gather_samples(
+            runtime.gather.gather_samples(
                 idx,
                 self.sample_segment,
                 self.sample_start,
@@ -514,7 +522,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         """A native thread gathering the planned steps (see :meth:`ShardPlan.step_ranges`)
         into slots of ``capacity`` samples, as :meth:`_get_batch` would, once every chunk
         is loaded (:attr:`ChunkCache.complete`): nothing is loaded or evicted any more."""
-        return self._gather.prefetcher(
+        return self._runtime.gather.prefetcher(
             self.sample_segment,
             self.sample_start,
             self.window,
@@ -534,10 +542,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         the chunk's own (``chunks.files[chunk].rows``) are padding or other symbols' rows.
         For engines that keep chunks elsewhere (a device, another process).
         """
-        index = self.chunks
-        values, _ = self._loader.load(index.loads[int(index.load_of[chunk])])
-        skip = int(index.skips[chunk])
-        return values[skip:] if skip else values
+        return self._runtime.load_chunk(chunk)
 
     @property
     def labels(self) -> Floats:
@@ -573,14 +578,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def cache_stats(self) -> dict[str, Any]:
         """The chunk cache's counters: hits, misses, loads, evictions, bytes read, seconds
         per stage (fetch, decode, prepare, waiting), budget and bytes in use."""
-        cache = self._cache
-        return cache.stats.to_dict() | {
-            "budget_bytes": cache.budget,
-            "used_bytes": cache.used_bytes,
-            "loaded_chunks": cache.loaded_count,
-            "chunks": len(self.chunks),
-            "threads": self.threads,
-        }
+        return self._runtime.stats()
 
     def subset(self, indices: npt.ArrayLike) -> WindowDataset:
         """A dataset of the samples ``indices`` (in that order), sharing chunks and gather.
@@ -614,7 +612,7 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             differs = _concat_mismatch(first, part)
             if differs:
                 raise ConfigError(f"concat: part {i} differs from part 0 in {differs}")
-        if all(part._cache is first._cache for part in parts):
+        if all(part._runtime is first._runtime for part in parts):
             return first._resampled(
                 np.concatenate([p.sample_segment for p in parts]),
                 np.concatenate([p.sample_start for p in parts]),
@@ -648,10 +646,19 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         every = merged.chunks.chunks_of(merged.sample_segment, merged.sample_start, merged.window)
         merged._needed = np.zeros(len(merged.chunks.loads), dtype=np.bool_)
         merged._needed[merged.chunks.loads_of(every)] = True
-        total = sum(merged._loader.nbytes(f) for f in merged.chunks.loads)
+        runtime = first._runtime
+        total = sum(runtime.loader.nbytes(f) for f in merged.chunks.loads)
         merged.cache_bytes = int(min(total, sum(p.cache_bytes for p in parts)))
-        merged._start_engine()
-        _LIVE.add(merged)
+        merged._runtime = ReaderRuntime(
+            merged.chunks,
+            runtime.loader,
+            merged.n_features,
+            merged.cache_bytes,
+            merged.threads,
+            merged._needed,
+            runtime.label_reader,
+            runtime.pool,
+        )
         return merged
 
     def _resampled(self, segments: Int32s, starts: Int64s) -> WindowDataset:
@@ -663,7 +670,6 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             sub.__dict__.pop(name, None)
         sub.sample_segment = _frozen(np.asarray(segments, dtype=np.int32))
         sub.sample_start = _frozen(np.asarray(starts, dtype=np.int64))
-        _LIVE.add(sub)
         return sub
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -681,65 +687,15 @@ class WindowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
     def close(self) -> None:
         """Drop every loaded chunk and stop the loading threads (a later batch restarts them)."""
-        self._cache.close()
-        self._start_engine()
-
-    # -- pickling (DataLoader workers under spawn) and fork: the engine is rebuilt --------
+        self._runtime.close()
 
     def __getstate__(self) -> dict[str, Any]:
+        # Pickled for DataLoader workers under spawn: the runtime makes its engine again
+        # where it is unpickled; what is read again on use is left out.
         state = self.__dict__.copy()
-        state["_pool"] = self._pool.size
-        for name in ("_gather", "_cache", "sources", "ts_sources", "_ts_flat"):
+        for name in ("sources", "ts_sources", "_ts_flat"):
             state.pop(name, None)
         return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._pool = ThreadPool(int(state["_pool"]))
-        self._start_engine()
-        _LIVE.add(self)
-
-    def _after_fork(self) -> None:
-        """In a forked child: the parent's threads are gone, so start a fresh engine.
-
-        The chunk readers are copied without the zarr arrays they opened (those hold the
-        parent's filesystem clients); the store location makes its own filesystem here.
-        """
-        self._cache.abandon()
-        _ABANDONED.extend((self._cache, self._gather, self._pool))
-        self._pool = ThreadPool(self._pool.size)
-        self._loader = copy.copy(self._loader)
-        self._label_reader = copy.copy(self._label_reader)
-        self._start_engine()
-
-    def _release(self) -> None:
-        """At interpreter exit: let go of the native engine (the dataset is unusable after).
-
-        A dataset can outlive every module at exit (a DataLoader worker's dataset stays
-        referenced by torch's worker info and by the worker process object), and native
-        objects still alive when the extension module is torn down are reported as leaks.
-        The cache's loading threads are shut down by its own exit finalizer.
-        """
-        for name in ("_cache", "_gather", "_pool"):
-            self.__dict__.pop(name, None)
-
-
-def _after_fork_in_child() -> None:
-    for dataset in list(_LIVE):
-        dataset._after_fork()
-
-
-def _release_at_exit() -> None:
-    # Native destructors skip joining threads a forked child never had, so the abandoned
-    # engines can go too.
-    _ABANDONED.clear()
-    for dataset in list(_LIVE):
-        dataset._release()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-atexit.register(_release_at_exit)
 
 
 def _ram() -> int:
@@ -759,8 +715,7 @@ _PER_SOURCE = (
     "sources",
     "source_parts",
     "records",
-    "_gather",
-    "_cache",
+    "_runtime",
 )
 
 

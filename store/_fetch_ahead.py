@@ -18,7 +18,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Final
 
 from ._chunk_map import StoredChunk
@@ -101,6 +101,8 @@ class FetchAhead:
         future, nbytes = found
         try:
             return future.result()
+        except CancelledError:
+            return None  # stopped meanwhile (another user of the reader ended its pass)
         finally:
             with self._lock:
                 self._held -= nbytes
@@ -117,6 +119,11 @@ class FetchAhead:
         with self._lock:
             self._started.clear()
             self._held = self._running = self._flying = 0
+
+    @property
+    def running(self) -> bool:
+        """Whether I/O threads are up (from the first hint to :meth:`stop`)."""
+        return self._executor is not None
 
     @property
     def held(self) -> int:

@@ -162,6 +162,11 @@ class ChunkReader:
             self._ahead.stop()
 
     @property
+    def fetching(self) -> bool:
+        """Whether requests ahead have I/O threads up (until :meth:`stop`)."""
+        return self._ahead is not None and self._ahead.running
+
+    @property
     def requests_ahead(self) -> int:
         """Requests made ahead of need so far (0 on a local store)."""
         return 0 if self._ahead is None else self._ahead.requests

@@ -35,14 +35,14 @@ def test_eviction_drops_the_chunk_used_farthest_ahead(zstd_version: StoreVersion
     assert cache.loaded_count == 3
     # Next batches read 3, then 1, then 0: chunk 2 is never read again, so it goes first.
     cache.require(chunks(3), upcoming=[chunks(1), chunks(0)])
-    loaded = {c for c in range(len(ds.chunks)) if ds._gather.loaded(c)}
+    loaded = {c for c in range(len(ds.chunks)) if ds.runtime.gather.loaded(c)}
     assert loaded == {0, 1, 3}
     # Next come 3, then 1: 0 is never read again and goes.
     cache.require(chunks(5), upcoming=[chunks(3), chunks(1)])
-    assert {c for c in range(len(ds.chunks)) if ds._gather.loaded(c)} == {1, 3, 5}
+    assert {c for c in range(len(ds.chunks)) if ds.runtime.gather.loaded(c)} == {1, 3, 5}
     # Two slots needed, all three are read later: the two read last (1, then 3) go.
     cache.require(chunks(6, 7), upcoming=[chunks(5), chunks(3), chunks(1)])
-    assert {c for c in range(len(ds.chunks)) if ds._gather.loaded(c)} == {5, 6, 7}
+    assert {c for c in range(len(ds.chunks)) if ds.runtime.gather.loaded(c)} == {5, 6, 7}
     assert cache.stats.evictions == 4
     assert cache.used_bytes == 3 * chunk_bytes
     # A batch that needs more than the budget still gets its chunks, and says so.
@@ -59,7 +59,7 @@ def test_plan_loads_ahead_within_the_budget(zstd_version: StoreVersion) -> None:
     assert cache.used_bytes == 4 * chunk_bytes  # 0-3 started; 4 and 5 wait for room
     cache.require(chunks(0, 1))
     cache.require(chunks(2, 3))
-    assert {c for c in range(len(ds.chunks)) if ds._gather.loaded(c)} == {0, 1, 2, 3}
+    assert {c for c in range(len(ds.chunks)) if ds.runtime.gather.loaded(c)} == {0, 1, 2, 3}
     assert cache.stats.loads == 4
     assert cache.stats.evictions == 0
     cache.stop_threads()

@@ -276,7 +276,7 @@ def test_a_gather_error_in_the_native_thread_names_the_batch(version: StoreVersi
         read_before |= chunks
     assert bad_step >= 3
     before = os_threads()
-    dataset._gather.clear(bad_chunk)  # the cache still counts it as loaded
+    dataset.runtime.gather.clear(bad_chunk)  # the cache still counts it as loaded
     iterator = iter(DataLoader(dataset, batch_size=8))
     got = [copied(next(iterator)) for _ in range(bad_step)]
     with pytest.raises(RuntimeError, match="is not loaded") as info:

@@ -144,6 +144,7 @@ def test_a_first_epoch_from_an_object_store_keeps_many_requests_in_flight() -> N
     url = f"{SlowMemory.protocol}://ahead-{uuid.uuid4().hex}/store"
     write_store(url, "zstd", (True, True, False))  # packs and segments
     ds = WindowDataset(url, 6, threads=2)
+    assert not ds.runtime.loader.reader.fetching
     options = FastOptions(order=UniformOrder(seed=1))
     SlowMemory.most = 0
     loader = DataLoader(ds, batch_size=64, fast=options)
@@ -151,11 +152,11 @@ def test_a_first_epoch_from_an_object_store_keeps_many_requests_in_flight() -> N
     assert SlowMemory.most > ds.threads  # not one request per loading thread
     order = UniformOrder(seed=1).order(ds, 0)
     reference = WindowDataset(url, 6, threads=2)
-    reference._loader.reader.fetch_ahead = lambda chunks: None
+    reference.runtime.loader.reader.fetch_ahead = lambda chunks: None
     expected = reference.get_batch(order)[0]
     np.testing.assert_array_equal(np.concatenate(batches), expected)
-    assert ds._loader.reader.requests_ahead > 0
-    assert not [t for t in threading.enumerate() if t.name.startswith("ticktensor-fetch")]
+    assert ds.runtime.loader.reader.requests_ahead > 0
+    assert not ds.runtime.loader.reader.fetching  # its threads ended with the pass
 
 
 def test_the_chunk_maps_of_many_records_are_read_at_once_from_an_object_store() -> None:
