@@ -182,6 +182,32 @@ MUTATIONS = (
         """,
         ("tests/loaders/test_resident_streams.py",),
     ),
+    Mutation(
+        "resident copies after the consumer's compute",
+        "the resident mode's copy stream waits for everything queued on the current stream "
+        "(the training step after each gather too), not for the gathers only: copies never "
+        "overlap compute",
+        """
+        import contextlib
+        import torch
+        from ticktensor.loaders import _fences
+        @contextlib.contextmanager
+        def copies(self):
+            current = torch.cuda.current_stream(self.device)
+            side = self._side()
+            side.wait_stream(current)
+            self._reads.clear()
+            try:
+                with torch.cuda.stream(side):
+                    yield
+            finally:
+                copied = torch.cuda.Event()
+                copied.record(side)
+                current.wait_event(copied)
+        _fences.CopyStream.copies = copies
+        """,
+        ("tests/loaders/test_resident_streams.py",),
+    ),
 )
 
 # Listed in the issue, absent from the code: nothing to remove.

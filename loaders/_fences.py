@@ -113,9 +113,13 @@ class CopyStream:
     the fences of the host buffers those copies read.
 
     :meth:`copies` queues the copies made inside it on the side stream, ordered after
-    everything queued on the consumer's current stream so far (kernels queued there may
-    still read the device memory a copy overwrites) and before everything queued there
-    afterwards (the current stream waits on an event recorded after them). A fence
+    the gathers queued so far (they may still read the device memory a copy overwrites)
+    and before everything queued on the consumer's current stream afterwards (the current
+    stream waits on an event recorded after them). Each gather is marked with
+    :meth:`read` (an event on the stream it was queued on, the latest per stream), so a
+    copy waits for the gathers only, not for the compute the consumer queued after them:
+    it overlaps that compute. Before any gather is marked it waits for everything queued
+    on the current stream. A fence
     (:meth:`record`) is an event on the side stream: it completes once the copies queued
     before it have read their host buffers. The stream is created at the first copy, on
     the consumer's thread; creating this object calls no CUDA function.
@@ -124,6 +128,7 @@ class CopyStream:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self._stream: Any = None
+        self._reads: dict[Any, Any] = {}  # per stream, an event after its latest gather
 
     def _side(self) -> Any:
         if self._stream is None:
@@ -136,7 +141,12 @@ class CopyStream:
         queued before and after."""
         current = torch.cuda.current_stream(self.device)
         side = self._side()
-        side.wait_stream(current)
+        if self._reads:
+            for read in self._reads.values():
+                side.wait_event(read)
+            self._reads.clear()
+        else:
+            side.wait_stream(current)
         try:
             with torch.cuda.stream(side):
                 yield
@@ -144,6 +154,14 @@ class CopyStream:
             copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
             copied.record(side)
             current.wait_event(copied)
+
+    def read(self) -> None:
+        """Mark the end of a gather just queued on the current stream: later copies wait
+        for it (and for nothing queued there after it)."""
+        current = torch.cuda.current_stream(self.device)
+        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        event.record(current)
+        self._reads[current] = event  # streams hash by their handle and device
 
     def enter_thread(self) -> None:
         """The thread that waits on the fences makes the device current (see

@@ -191,7 +191,10 @@ class DeviceChunks:
         if not self.complete:  # once every chunk is held, no batch needs planning
             self.require(ds.chunks_of(indices), upcoming)
         first = self._row_base[ds.sample_segment[indices]] + ds.sample_start[indices]
-        return self._cut(first)
+        x, y = self._cut(first)
+        if self._copy_stream is not None and not self.complete:
+            self._copy_stream.read()  # a later copy waits for this gather, not beyond it
+        return x, y
 
     def _cut(self, first: Int64s) -> tuple[torch.Tensor, torch.Tensor]:
         """Queue the gather of the windows that start at global rows ``first``."""

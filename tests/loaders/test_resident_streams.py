@@ -167,3 +167,51 @@ def test_the_emulation_catches_a_missing_wait(
     monkeypatch.setattr(CopyStream, "copies", copies)
     chunks, batches = streamed_epochs(version, budget, cuda)
     assert wrong_batches(chunks, batches) > len(batches) // 4
+
+
+class ComputeWatched(StreamedChunks):
+    """Streamed chunks that note, as each chunk copy runs, how many training steps the
+    current stream has run by then."""
+
+    def __init__(self, ds: WindowDataset, options: ResidentOptions, cuda: FakeCuda) -> None:
+        super().__init__(ds, options, cuda)
+        self.step = 0  # the step being cut
+        self.computed: list[int] = []  # steps whose compute the current stream has run
+        self.copies: list[tuple[int, int]] = []  # (step queued, steps computed when run)
+
+    def _copy_in(self, device: torch.Tensor, host: torch.Tensor) -> None:
+        step = self.step
+
+        def copy() -> None:
+            self.copies.append((step, len(self.computed)))
+            device.copy_(host)
+
+        self.cuda.current_stream().queue(copy)
+
+
+def test_a_copy_waits_for_the_gathers_not_for_the_compute_queued_after_them(
+    version: StoreVersion,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each step's compute is queued on the current stream after its gather; the copies of
+    the next miss wait for that gather only, so they run while the step's compute has not
+    (they overlap it), and every batch is still right."""
+    cuda = FakeCuda({0: 10**6}, side_lag=0)  # the current stream runs only what is waited for
+    cuda.install(monkeypatch)
+    ds = dataset(version)
+    chunks = ComputeWatched(ds, ResidentOptions(budget_bytes=6 * CHUNK_BYTES, lookahead=4), cuda)
+    plan = ShardPlan(np.arange(len(ds)), 8)
+    source = ResidentBatches(chunks, plan, 4)
+    batches = []
+    for _ in range(plan.num_steps):
+        chunks.step = len(batches)
+        step, _, x, y, _ = next(source)
+        batches.append((x, y, plan.batch(step)))
+        cuda.current_stream().queue(lambda s=step: chunks.computed.append(s))  # the step
+        assert chunks._stager.wait_idle(5)
+        cuda.advance()
+    cuda.finish()
+    later = [(step, computed) for step, computed in chunks.copies if step > 0]
+    assert later, "the budget should make later steps miss"
+    assert all(computed < step for step, computed in later), later
+    assert wrong_batches(chunks, batches) == 0
