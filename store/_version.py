@@ -210,9 +210,12 @@ class StoreVersion:
         where = f"pack {record.session} ({self._location.display(record.path)})"
         index = self.pack_index(record)
         reader = self.reader(verify)
-        ts = reader.read_array(record, "ts")
-        values = reader.read_array(record, "values")
-        labels = reader.read_array(record, "labels") if record.label_names else None
+        try:
+            ts = reader.read_array(record, "ts")
+            values = reader.read_array(record, "values")
+            labels = reader.read_array(record, "labels") if record.label_names else None
+        finally:
+            reader.stop()  # no request thread outlives the read
         if ts.shape[0] != record.rows:
             raise StoreCorruptError(
                 f"{where}: {ts.shape[0]} rows stored, the record says {record.rows}"
