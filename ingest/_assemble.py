@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from ticktensor.ingest._feature_engine import SymbolFeatures
@@ -52,6 +53,7 @@ from ticktensor.store import (
 
 __all__ = [
     "BLOCK_ROWS",
+    "INLINE_ROWS",
     "AssembleResult",
     "AssembleTask",
     "assemble",
@@ -63,6 +65,11 @@ BLOCK_ROWS = 1 << 18
 """Rows (of every kind) a session is merged and computed in at once. Small blocks keep
 the arrays (and polars' intermediates) of a block small enough that the next block
 reuses their memory instead of taking fresh pages the kernel must clear."""
+
+INLINE_ROWS = 1 << 15
+"""Rows (of every kind) of a session assembled on its task's thread alone: below this,
+starting the threads that would overlap merging, encoding and writing costs more than
+the overlap saves."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,8 @@ class AssembleTask:
     block_rows: int = BLOCK_ROWS
     #: The store's partition: ``session`` is a day, a month, a year or all time.
     partition: Partition = "day"
+    #: Sessions of at most this many rows (every kind) are assembled on the task's thread.
+    inline_rows: int = INLINE_ROWS
 
 
 @dataclass
@@ -149,39 +158,48 @@ def assemble(task: AssembleTask) -> AssembleResult:
     market = [k for k in kinds if k not in REFERENCE_KINDS]
     spec = task.spec if market else None
     blocks = len(session.blocks)
+    # A small session (a partition of daily bars, a day of a few symbols) is merged and
+    # computed on this thread, its blocks before anything takes them: its steps take less
+    # than starting the threads that would overlap them. One thread beside it reads the
+    # stored feature rows meanwhile, and writes the tables while this one writes the pack.
+    inline = session.rows <= task.inline_rows
+    writers = 1 if inline else task.threads + len(kinds) + 1
     with (
         ExitStack() as cleanup,  # exits last: after the pools' tasks are done
-        _pool(task.threads, "ticktensor-session") as pool,
+        _pool(1 if inline else task.threads, "ticktensor-session") as pool,
         # Besides the task's threads, one per table and one for the pack (always threads:
         # the blocks may wait for them): they mostly wait for the blocks.
-        _pool(task.threads + len(kinds) + 1, "ticktensor-tables") as writer,
+        ThreadPoolExecutor(writers, thread_name_prefix="ticktensor-tables") as writer,
         ExitStack() as stop,  # exits first: a taker waiting for a block that never comes
     ):  # fmt: skip
         held = {
             k: _done(held_rows[k]) if partial else _run(pool, stored.events, version=base, kind=k)
             for k in kinds
         }
-        held_features = _run(pool, stored.features, version=base) if spec else _done(None)
+        reader = writer if inline else pool
+        held_features = _run(reader, stored.features, version=base) if spec else _done(None)
         # A block hands its rows over before it computes their features: the tables
         # take them (on ``writer``) while the block computes. A handoff holds a few
-        # blocks at most: a block far ahead of what its table or pack has taken waits.
-        ahead = 2 * task.threads + 1
+        # blocks at most: a block far ahead of what its table or pack has taken waits
+        # (inline, every block is computed before anything takes them).
+        ahead = blocks if inline else 2 * task.threads + 1
         rows_of = {k: Handoff[pa.Table](blocks, ahead) for k in kinds}
         features_of = Handoff[SymbolFeatures | None](blocks, ahead)
         for handoff in [*rows_of.values(), features_of]:
             stop.callback(handoff.close)  # (the blocks' failure, or one on this thread)
-        # The tables and the pack take the blocks first: a block may wait for them.
-        encoders = {k: store.table_encoder(ALL_SYMBOLS) for k in kinds}
-        for encoder in encoders.values():
-            cleanup.callback(encoder.close)  # its working file, unless the table is written
-        taken = {
-            k: _run(writer, _take_rows, rows=rows_of[k], encoder=encoders[k], held=held[k])
-            for k in kinds
-        }
-        pack: Future[TakenFeatures] | None = None
-        if spec is None:
-            features_of.close()  # nothing takes them
-        else:
+
+        def take() -> tuple[dict[EventKind, Future[TakenRows]], Future[TakenFeatures] | None]:
+            """Each kind's table and the pack taking the blocks, on ``writer``."""
+            encoders = {k: store.table_encoder(ALL_SYMBOLS) for k in kinds}
+            for encoder in encoders.values():
+                cleanup.callback(encoder.close)  # its working file, unless the table is written
+            taken = {
+                k: _run(writer, _take_rows, rows=rows_of[k], encoder=encoders[k], held=held[k])
+                for k in kinds
+            }
+            if spec is None:
+                features_of.close()  # nothing takes them
+                return taken, None
             # Stored feature rows of the session: the blocks' features are merged with
             # them and written as one pack at the end, and no pack is written as they come.
             new_pack = None
@@ -202,6 +220,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
                 spec=spec,
                 held=held_features,
             )
+            return taken, pack
 
         def block(number: int) -> BlockSummary:
             handoffs: list[Handoff[Any]] = [*rows_of.values(), features_of]
@@ -218,7 +237,13 @@ def assemble(task: AssembleTask) -> AssembleResult:
             features_of.put(number, features)
             return BlockSummary.of(merged, features)
 
-        computing = [_run(pool, block, number=b) for b in range(blocks)]
+        if inline:
+            computing = [_run(None, block, number=b) for b in range(blocks)]
+            taken, pack = take()
+        else:
+            # The tables and the pack take the blocks first: a block may wait for them.
+            taken, pack = take()
+            computing = [_run(pool, block, number=b) for b in range(blocks)]
         summaries = [c.result() for c in computing]
         events: dict[EventKind, Merge[pa.Table] | TableEncoder] = {}
         files: dict[EventKind, list[SourceFile]] = {}  # the input files of each kind
@@ -321,7 +346,7 @@ def _carry(
         rows = rows.set_column(
             symbol, "symbol", rows.column(symbol).dictionary_encode().combine_chunks()
         )
-        rows = rows.append_column("_row", pa.array(range(rows.num_rows), pa.int64()))
+        rows = rows.append_column("_row", pa.array(np.arange(rows.num_rows, dtype=np.int64)))
         rows = rows.append_column("_source", repeated(STORED_SOURCE, rows.num_rows))
         # Tagged after every input file's parts: ties in time keep the input's order.
         rel = task.staging.write_part(kind, task.session, "~stored", rows)
@@ -407,18 +432,18 @@ def _pack(
             kept = published.sources
         elif features.kept or carried:
             kept = tuple(f for s in stored.segments for f in s.sources)
-        out.pack = store.write_pack(
+        # A small pack's chunks are encoded and hashed on this thread (threads of its own
+        # would take longer to start): what Store.write_pack does, without its threads.
+        small = rows.ts.shape[0] <= task.inline_rows
+        writer = store.pack_writer(
             session=task.session,
-            symbols=rows.symbols,
-            offsets=rows.offsets,
-            ts=rows.ts,
-            values=rows.values,
             feature_names=spec.features,
-            labels=rows.labels,
             label_names=spec.label_names,
             layout=task.layout,
-            sources=_provenance(sources, kept),
+            **({"threads": 0} if small else {}),
         )
+        writer.append(rows.symbols, rows.offsets, rows.ts, rows.values, rows.labels)
+        out.pack = writer.finish(_provenance(sources, kept))
     out.series = len(rows.symbols)
     out.stats.add_period(spec, rows.ts, rows.values)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -17,12 +18,15 @@ from ticktensor.ingest._background import read_ahead
 from ticktensor.ingest._sources import Input
 from ticktensor.ingest._staging import Staging, repeated
 from ticktensor.ingest.readers import get_reader
-from ticktensor.ingest.readers._base import ReadOptions
+from ticktensor.ingest.readers._base import EventBatch, ReadOptions
 from ticktensor.schemas import EventKind, conform, validate
 
 __all__ = ["ConvertTask", "FileResult", "convert_file", "session_of"]
 
 DAY_NS = 86_400 * 1_000_000_000
+
+#: Input bytes up to which a file is decoded on the thread that validates its batches.
+SMALL_FILE_BYTES = 1 << 20
 
 
 def session_of(day_index: int) -> str:
@@ -75,16 +79,11 @@ def convert_file(task: ConvertTask) -> FileResult:
     naming the file, row, column, value and rule.
     """
     t0 = time.perf_counter()
-    reader = get_reader(task.reader)
     url = task.source.url
     result = FileResult(file=url, format=task.reader, schema=None, bytes=task.source.size)
     quarantined: list[pa.Table] = []
     kinds: set[str] = set()  # the kinds of the rows read
-    # The reader decodes batch i + 1 on its own thread while this one validates and
-    # partitions batch i: both sides run mostly with the GIL released.
-    with contextlib.closing(
-        read_ahead(reader.read(task.source, task.options), "ticktensor-decode")
-    ) as batches:  # closed on an error too: its thread stops now, not when GC runs
+    with contextlib.closing(_decoded(task)) as batches:  # closed on an error too
         for i, batch in enumerate(batches):
             if batch.table.num_rows:
                 kinds.add(batch.kind.value)
@@ -126,6 +125,18 @@ def convert_file(task: ConvertTask) -> FileResult:
     result.sha256 = task.source.sha256 or ""
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _decoded(task: ConvertTask) -> Generator[EventBatch, None, None]:
+    """The file's batches. The reader decodes batch i + 1 on its own thread while the
+    caller validates and partitions batch i (both sides run mostly with the GIL
+    released); a small file is one batch or a few, too little to pay for the thread.
+    Closing this stops that thread now, not when GC runs."""
+    batches = get_reader(task.reader).read(task.source, task.options)
+    if task.source.size > SMALL_FILE_BYTES:
+        yield from read_ahead(batches, "ticktensor-decode")
+    else:
+        yield from batches
 
 
 def _write_parts(

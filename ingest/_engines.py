@@ -85,6 +85,12 @@ class ThreadEngine(_ExecutorEngine):
     def __init__(self, workers: int) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ticktensor-ingest")
 
+    def map_unordered(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
+        if len(tasks) == 1:  # nothing to run beside it: no thread to start and wait for
+            yield fn(tasks[0])
+            return
+        yield from super().map_unordered(fn, tasks)
+
 
 class PoolEngine(_ExecutorEngine):
     """A local pool of worker processes (spawned: safe with the threads pyarrow starts).

@@ -16,7 +16,13 @@ import pyarrow.compute as pc
 from tqdm import tqdm
 
 from ticktensor.errors import ConfigError, TickTensorError, VersionConflictError
-from ticktensor.ingest._assemble import BLOCK_ROWS, AssembleResult, AssembleTask, assemble
+from ticktensor.ingest._assemble import (
+    BLOCK_ROWS,
+    INLINE_ROWS,
+    AssembleResult,
+    AssembleTask,
+    assemble,
+)
 from ticktensor.ingest._convert import ConvertTask, FileResult, convert_file
 from ticktensor.ingest._engines import make_engine
 from ticktensor.ingest._partition import (
@@ -563,6 +569,7 @@ def _phase_assemble(
             threads,
             BLOCK_ROWS,
             partition,
+            INLINE_ROWS,
         )
         for session, parts in groups.items()
     ]

@@ -104,6 +104,8 @@ class StagedSession:
             # Held here now, the parts in memory no longer count against staging's budget.
             staging.release(parts[kind])
         self.blocks = _blocks(counts, block_rows)
+        #: Rows of every kind of the session.
+        self.rows = int(counts.sum())
 
     def merge(self, kind: EventKind, block: int, strict: bool) -> Merged:
         """The rows of ``kind`` of the symbols of ``block``, merged across the parts.

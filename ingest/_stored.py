@@ -192,25 +192,31 @@ def carried_rows(job: list[pa.Table], stored: pa.Table) -> pa.Table:
     """The ``stored`` rows of a partition's kind that the job keeps beside its own: those
     of the job's symbols (of ``job``, its staged parts of the kind) on days the job has no
     rows of the symbol. Vectorized: a (symbol, day) key per row, one membership test."""
-    keys = [_day_keys(t.column("symbol"), t.column("ts_event")) for t in job]
-    job_keys = pa.chunked_array([k for ks in keys for k in ks.chunks], pa.string())
-    symbols = pa.chunked_array(
-        [c.cast(pa.string()) for t in job for c in t.column("symbol").chunks], pa.string()
+    symbols = pc.unique(
+        pa.chunked_array(
+            [c.cast(pa.string()) for t in job for c in t.column("symbol").chunks], pa.string()
+        )
     )
-    held = stored.column("symbol")
-    mask = pc.and_(
-        pc.is_in(held, value_set=pc.unique(symbols)),
-        pc.invert(
-            pc.is_in(_day_keys(held, stored.column("ts_event")), value_set=pc.unique(job_keys))
-        ),
-    )
-    return stored.filter(mask)
+    job_keys = [_day_keys(t.column("symbol"), t.column("ts_event"), symbols) for t in job]
+    held = _day_keys(stored.column("symbol"), stored.column("ts_event"), symbols)
+    # Rows of other symbols have no key (-1): never the job's, never carried.
+    mask = (held >= 0) & ~np.isin(held, np.concatenate([np.empty(0, np.int64), *job_keys]))
+    return stored.filter(pa.array(mask))
 
 
-def _day_keys(symbols: pa.ChunkedArray, ts: pa.ChunkedArray) -> pa.ChunkedArray:
-    """``symbol|day`` of each row (day: UTC days since the epoch)."""
-    days = pa.array(np.asarray(ts.cast(pa.int64()).to_numpy()) // DAY_NS).cast(pa.string())
-    return pc.binary_join_element_wise(symbols.cast(pa.string()), days, "|")
+#: Days since the epoch of int64 nanoseconds lie in [-_DAYS, _DAYS): a key's day field.
+_DAYS = 1 << 17
+
+
+def _day_keys(
+    symbols: pa.ChunkedArray, ts: pa.ChunkedArray, names: pa.Array
+) -> npt.NDArray[np.int64]:
+    """A (symbol, UTC day) key of each row: the symbol's index in ``names`` and the day
+    since the epoch; -1 for a symbol not in ``names``."""
+    index = pc.index_in(symbols.cast(pa.string()), value_set=names)
+    codes = np.asarray(index.fill_null(-1).to_numpy(), dtype=np.int64)
+    days = np.asarray(ts.cast(pa.int64()).to_numpy(), dtype=np.int64) // DAY_NS + _DAYS
+    return np.where(codes < 0, -1, codes * (2 * _DAYS) + days)
 
 
 def _common_days(
@@ -218,8 +224,18 @@ def _common_days(
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Which rows of each side fall on a UTC day both sides have rows on."""
     day_a, day_b = ts_a // DAY_NS, ts_b // DAY_NS
-    common = np.intersect1d(day_a, day_b)
-    return np.isin(day_a, common), np.isin(day_b, common)
+    if not len(day_a) or not len(day_b):
+        return np.zeros(len(day_a), np.bool_), np.zeros(len(day_b), np.bool_)
+    first = min(day_a.min(), day_b.min())
+    span = int(max(day_a.max(), day_b.max()) - first) + 1
+    if span > 8 * (len(day_a) + len(day_b)) + 4096:  # few rows over many days: sort
+        common = np.intersect1d(day_a, day_b)
+        return np.isin(day_a, common), np.isin(day_b, common)
+    # A flag per day of the range both sides cover, instead of sorting both sides.
+    on_a, on_b = np.zeros(span, np.bool_), np.zeros(span, np.bool_)
+    on_a[day_a - first] = True
+    on_b[day_b - first] = True
+    return on_b[day_a - first], on_a[day_b - first]
 
 
 def _ts(table: pa.Table) -> npt.NDArray[np.int64]:

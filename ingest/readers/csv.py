@@ -130,7 +130,9 @@ class _CsvDecoder:
             blocks: Iterator[memoryview] = _mapped_blocks(
                 stream, start, self._block_bytes, self.source.url
             )
+            one_block = stream.size - start <= max(self._block_bytes(), 1 << 12)
         else:
+            one_block = False
             # A file larger than a block (compressed or not) fills its first block too.
             large = self.source.size > self._block_bytes()
             # Reading (decompression, hashing) overlaps with parsing.
@@ -139,8 +141,12 @@ class _CsvDecoder:
                 "ticktensor-csv-read",
             )
         # The next block is parsed (pyarrow, every core) while this one's rows are
-        # numbered, converted and handed on: one thread does not wait for the other.
-        for parsed in read_ahead(map(self._parse, blocks), "ticktensor-csv-parse"):
+        # numbered, converted and handed on: one thread does not wait for the other. A
+        # mapped file of one block has no next block: a thread would only cost its start.
+        parsed_blocks: Iterator[_Parsed] = map(self._parse, blocks)
+        if not one_block:
+            parsed_blocks = read_ahead(parsed_blocks, "ticktensor-csv-parse")
+        for parsed in parsed_blocks:
             batches = list(self._decode_block(parsed, plan))
             rows = sum(b.table.num_rows for b in batches)
             self.per_row = max(1, len(parsed.block) // max(rows, 1))
