@@ -22,6 +22,7 @@ Every module of the package sources and of ``benchmarks/`` is parsed with :mod:`
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,30 @@ CODEC_MODULES = ("ticktensor.store.codecs", "numcodecs", "zstandard", "blosc", "
 CODEC_NAMES = frozenset({"Codec", "ChunkCodec", "codec_for", "codec_of_chain", "check_frame"})
 
 
+def _import_of(node: ast.Import | ast.ImportFrom) -> tuple[list[str], set[str]]:
+    """The modules an import statement names, and the names it imports."""
+    modules = (
+        [alias.name for alias in node.names]
+        if isinstance(node, ast.Import)
+        else [node.module or ""]
+    )
+    return modules, {alias.name for alias in node.names}
+
+
+def _within(modules: list[str], packages: tuple[str, ...]) -> bool:
+    """Whether one of ``modules`` is one of ``packages`` or inside one."""
+    return any(m == p or m.startswith(p + ".") for m in modules for p in packages)
+
+
+def _loaders_findings(check: Callable[[ast.AST], list[tuple[int, str]]]) -> list[str]:
+    """``check``'s findings in every module of ``loaders/``, as ``path:line: what``."""
+    return [
+        f"{path.relative_to(ROOT)}:{line}: {what}"
+        for path in sorted((ROOT / "loaders").rglob("*.py"))
+        for line, what in check(ast.parse(path.read_text(), filename=str(path)))
+    ]
+
+
 def codec_knowledge(tree: ast.Module) -> list[tuple[int, str]]:
     """Where ``tree`` (a module of ``loaders/``) knows a codec: a codec name as a string
     value (docstrings aside), ``.codec`` of a chunk, an import of a codec module or name."""
@@ -163,13 +188,8 @@ def codec_knowledge(tree: ast.Module) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Attribute) and node.attr in CODEC_ATTRIBUTES:
             found.append((node.lineno, f"attribute .{node.attr}"))
         elif isinstance(node, ast.Import | ast.ImportFrom):
-            modules = (
-                [alias.name for alias in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-            )
-            names = {alias.name for alias in node.names}
-            if any(m == c or m.startswith(c + ".") for m in modules for c in CODEC_MODULES):
+            modules, names = _import_of(node)
+            if _within(modules, CODEC_MODULES):
                 found.append((node.lineno, f"import of {', '.join(modules)}"))
             elif "ticktensor.store" in modules and names & CODEC_NAMES:
                 found.append((node.lineno, f"import of {', '.join(sorted(names & CODEC_NAMES))}"))
@@ -179,11 +199,7 @@ def codec_knowledge(tree: ast.Module) -> list[tuple[int, str]]:
 def test_loaders_know_no_codecs() -> None:
     """The store decodes chunks (``decode_chunk``); the loaders hand it the bytes and a
     buffer, and never branch on a codec or import one."""
-    found = [
-        f"{path.relative_to(ROOT)}:{line}: {what}"
-        for path in sorted((ROOT / "loaders").rglob("*.py"))
-        for line, what in codec_knowledge(ast.parse(path.read_text(), filename=str(path)))
-    ]
+    found = _loaders_findings(codec_knowledge)
     assert not found, "ask ticktensor.store to decode instead:\n" + "\n".join(found)
 
 
@@ -231,13 +247,8 @@ def read_knowledge(tree: ast.AST) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
-            modules = (
-                [alias.name for alias in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-            )
-            names = {alias.name for alias in node.names}
-            if any(m == r or m.startswith(r + ".") for m in modules for r in READ_MODULES):
+            modules, names = _import_of(node)
+            if _within(modules, READ_MODULES):
                 found.append((node.lineno, f"import of {', '.join(modules)}"))
             elif any(m.startswith("ticktensor") for m in modules) and names & (
                 READ_NAMES | RECORD_NAMES
@@ -258,11 +269,7 @@ def test_loaders_read_no_stored_bytes_themselves() -> None:
     geometry of chunks (which rows of which chunk) and never open, map or fetch a stored
     object, nor check or decode its bytes; they see feature blocks, never the records of
     either store format."""
-    found = [
-        f"{path.relative_to(ROOT)}:{line}: {what}"
-        for path in sorted((ROOT / "loaders").rglob("*.py"))
-        for line, what in read_knowledge(ast.parse(path.read_text(), filename=str(path)))
-    ]
+    found = _loaders_findings(read_knowledge)
     assert not found, "ask ticktensor.store's ChunkReader instead:\n" + "\n".join(found)
 
 
