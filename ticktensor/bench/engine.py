@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -194,6 +195,11 @@ def fresh_pass(
             samples += int(x.shape[0])
         seconds = time.perf_counter() - started
         stats = dict(loader.stats())
+    # A loader and its samplers refer to each other: without a collection here the
+    # dataset and its loaded chunks outlive the pass until the cyclic collector runs, and
+    # passes pile up memory that evicts the page cache the next rows read.
+    del ds, loader
+    gc.collect()
     return Rep(samples, seconds, first, stats, rss.peak, rss.before)
 
 
