@@ -35,6 +35,34 @@ class Mutation:
     tests: tuple[str, ...]
 
 
+def _copies_patch(*, before: str, after: bool) -> str:
+    """A patch replacing :meth:`CopyStream.copies`: ``before`` runs before the copies are
+    queued on the side stream (the wait that orders them after the consumer's work), and
+    with ``after`` the current stream waits on an event recorded after them."""
+    wait_after = (
+        "copied = torch.cuda.Event()\n        copied.record(side)\n        "
+        "current.wait_event(copied)"
+        if after
+        else "pass"
+    )
+    return f"""
+import contextlib
+import torch
+from ticktensor.loaders import _fences
+@contextlib.contextmanager
+def copies(self):
+    current = torch.cuda.current_stream(self.device)
+    side = self._side()
+    {before}
+    try:
+        with torch.cuda.stream(side):
+            yield
+    finally:
+        {wait_after}
+_fences.CopyStream.copies = copies
+"""
+
+
 MUTATIONS = (
     Mutation(
         "no fences",
@@ -144,42 +172,14 @@ MUTATIONS = (
         "no resident copy-stream wait",
         "the consumer's current stream does not wait for the resident mode's chunk copies "
         "(gathers may read a slot before its chunk arrives)",
-        """
-        import contextlib
-        import torch
-        from ticktensor.loaders import _fences
-        @contextlib.contextmanager
-        def copies(self):
-            current = torch.cuda.current_stream(self.device)
-            side = self._side()
-            side.wait_stream(current)
-            with torch.cuda.stream(side):
-                yield
-        _fences.CopyStream.copies = copies
-        """,
+        _copies_patch(before="side.wait_stream(current)", after=False),
         ("tests/loaders/test_resident_streams.py",),
     ),
     Mutation(
         "resident copies not after the gathers",
         "the resident mode's copy stream does not wait for the gathers queued before "
         "(a copy may overwrite an evicted slot a queued gather still reads)",
-        """
-        import contextlib
-        import torch
-        from ticktensor.loaders import _fences
-        @contextlib.contextmanager
-        def copies(self):
-            current = torch.cuda.current_stream(self.device)
-            side = self._side()
-            try:
-                with torch.cuda.stream(side):
-                    yield
-            finally:
-                copied = torch.cuda.Event()
-                copied.record(side)
-                current.wait_event(copied)
-        _fences.CopyStream.copies = copies
-        """,
+        _copies_patch(before="pass", after=True),
         ("tests/loaders/test_resident_streams.py",),
     ),
     Mutation(
@@ -187,25 +187,7 @@ MUTATIONS = (
         "the resident mode's copy stream waits for everything queued on the current stream "
         "(the training step after each gather too), not for the gathers only: copies never "
         "overlap compute",
-        """
-        import contextlib
-        import torch
-        from ticktensor.loaders import _fences
-        @contextlib.contextmanager
-        def copies(self):
-            current = torch.cuda.current_stream(self.device)
-            side = self._side()
-            side.wait_stream(current)
-            self._reads.clear()
-            try:
-                with torch.cuda.stream(side):
-                    yield
-            finally:
-                copied = torch.cuda.Event()
-                copied.record(side)
-                current.wait_event(copied)
-        _fences.CopyStream.copies = copies
-        """,
+        _copies_patch(before="side.wait_stream(current)\n    self._reads.clear()", after=True),
         ("tests/loaders/test_resident_streams.py",),
     ),
 )

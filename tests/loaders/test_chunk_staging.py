@@ -12,12 +12,11 @@ import torch
 
 from ticktensor.loaders import ResidentOptions, WindowDataset
 from ticktensor.loaders._chunk_staging import ChunkStager
-from ticktensor.loaders._resident import DeviceChunks, ResidentBatches
-from ticktensor.loaders.sharding import ShardPlan
+from ticktensor.loaders._resident import DeviceChunks
 from ticktensor.store import StoreVersion
 
 from .test_fences import FakeStream
-from .test_resident import CHUNK_BYTES, dataset, version  # noqa: F401 - the fixture
+from .test_resident import CHUNK_BYTES, dataset, resident_epochs, version  # noqa: F401
 
 
 def rows(chunk: int) -> np.ndarray:
@@ -260,21 +259,7 @@ def lagging_epochs(
     stream = FakeStream()
     options = ResidentOptions(budget_bytes=budget, lookahead=4)
     chunks = LaggingChunks(ds, options, stream, RefCountsOnly() if broken else stream)
-    n = len(ds)
-    if chunks.whole:
-        orders = [np.random.default_rng(0).permutation(n), np.random.default_rng(1).permutation(n)]
-    else:  # a cache: orders that read chunk after chunk, each chunk loaded again per epoch
-        orders = [np.arange(n), np.arange(n)[::-1].copy()]
-    out = []
-    for order in orders:
-        plan = ShardPlan(order, 8)
-        source = ResidentBatches(chunks, plan, 4)
-        for _ in range(plan.num_steps):
-            step, _, x, y, _ = next(source)
-            out.append((x, y, plan.batch(step)))
-            assert chunks._stager.wait_idle(5)  # the thread refilled what it could
-            if behind is not None:
-                stream.lag(behind)
+    out = resident_epochs(chunks, lambda: None if behind is None else stream.lag(behind))
     stream.run_until(10**9)
     return chunks, out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,9 @@ from ticktensor.loaders import (
     UniformOrder,
     WindowDataset,
 )
-from ticktensor.loaders._resident import DeviceChunks
+from ticktensor.loaders._resident import DeviceChunks, ResidentBatches
 from ticktensor.loaders.dataloader import DataLoader
+from ticktensor.loaders.sharding import ShardPlan
 from ticktensor.store import FeatureStats, Layout, Store, StoreVersion
 
 WINDOW = 5
@@ -54,6 +56,31 @@ def build_version(path: Path) -> StoreVersion:
 @pytest.fixture(scope="module")
 def version(tmp_path_factory: pytest.TempPathFactory) -> StoreVersion:
     return build_version(tmp_path_factory.mktemp("store") / "store")
+
+
+Batch = tuple[torch.Tensor, torch.Tensor, np.ndarray]
+
+
+def resident_epochs(chunks: DeviceChunks, after_batch: Callable[[], None]) -> list[Batch]:
+    """Two resident epochs over ``chunks``: shuffled when every chunk is held, else chunk
+    after chunk forwards then backwards (each chunk evicted and loaded again per epoch).
+    ``after_batch`` runs after each batch, once the staging thread has refilled what it
+    could. Returns each batch with the samples it should hold."""
+    n = len(chunks.dataset)
+    if chunks.whole:
+        orders = [np.random.default_rng(0).permutation(n), np.random.default_rng(1).permutation(n)]
+    else:
+        orders = [np.arange(n), np.arange(n)[::-1].copy()]
+    out = []
+    for order in orders:
+        plan = ShardPlan(order, 8)
+        source = ResidentBatches(chunks, plan, 4)
+        for _ in range(plan.num_steps):
+            step, _, x, y, _ = next(source)
+            out.append((x, y, plan.batch(step)))
+            assert chunks._stager.wait_idle(5)
+            after_batch()
+    return out
 
 
 def dataset(version: StoreVersion, **options: object) -> WindowDataset:

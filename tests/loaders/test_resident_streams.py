@@ -21,12 +21,11 @@ import torch
 
 from ticktensor.loaders import ResidentOptions, WindowDataset
 from ticktensor.loaders._fences import CopyStream
-from ticktensor.loaders._resident import DeviceChunks, ResidentBatches
-from ticktensor.loaders.sharding import ShardPlan
+from ticktensor.loaders._resident import DeviceChunks
 from ticktensor.store import StoreVersion
 
 from .test_fences import FakeCuda
-from .test_resident import CHUNK_BYTES, dataset, version  # noqa: F401 - the fixture
+from .test_resident import CHUNK_BYTES, dataset, resident_epochs, version  # noqa: F401
 
 
 class StreamedChunks(DeviceChunks):
@@ -71,20 +70,7 @@ def streamed_epochs(
     batches and the samples they hold."""
     ds = dataset(store)
     chunks = StreamedChunks(ds, ResidentOptions(budget_bytes=budget, lookahead=4), cuda)
-    n = len(ds)
-    if chunks.whole:
-        orders = [np.random.default_rng(0).permutation(n), np.random.default_rng(1).permutation(n)]
-    else:  # a cache: chunk after chunk, each chunk evicted and loaded again per epoch
-        orders = [np.arange(n), np.arange(n)[::-1].copy()]
-    out = []
-    for order in orders:
-        plan = ShardPlan(order, 8)
-        source = ResidentBatches(chunks, plan, 4)
-        for _ in range(plan.num_steps):
-            step, _, x, y, _ = next(source)
-            out.append((x, y, plan.batch(step)))
-            assert chunks._stager.wait_idle(5)
-            cuda.advance()
+    out = resident_epochs(chunks, cuda.advance)
     cuda.finish()
     return chunks, out
 
@@ -200,16 +186,13 @@ def test_a_copy_waits_for_the_gathers_not_for_the_compute_queued_after_them(
     cuda.install(monkeypatch)
     ds = dataset(version)
     chunks = ComputeWatched(ds, ResidentOptions(budget_bytes=6 * CHUNK_BYTES, lookahead=4), cuda)
-    plan = ShardPlan(np.arange(len(ds)), 8)
-    source = ResidentBatches(chunks, plan, 4)
-    batches = []
-    for _ in range(plan.num_steps):
-        chunks.step = len(batches)
-        step, _, x, y, _ = next(source)
-        batches.append((x, y, plan.batch(step)))
-        cuda.current_stream().queue(lambda s=step: chunks.computed.append(s))  # the step
-        assert chunks._stager.wait_idle(5)
+
+    def step_done() -> None:
+        cuda.current_stream().queue(lambda s=chunks.step: chunks.computed.append(s))
+        chunks.step += 1
         cuda.advance()
+
+    batches = resident_epochs(chunks, step_done)
     cuda.finish()
     later = [(step, computed) for step, computed in chunks.copies if step > 0]
     assert later, "the budget should make later steps miss"
