@@ -11,6 +11,7 @@ import pytest
 from ticktensor.bench.limits import (
     decode_gbps,
     evict,
+    first_epoch_gbps,
     memcpy_gbps,
     resident_fraction,
     sequential_read_gbps,
@@ -45,3 +46,20 @@ def test_sequential_read_and_eviction(tmp_path: Path) -> None:
     if before is not None and after is not None:
         assert 0.0 <= after <= 1.0
         assert after <= before
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+def test_first_epoch_rate_reads_and_decodes_every_file(codec: str, tmp_path: Path) -> None:
+    data = np.random.default_rng(0).standard_normal(1 << 16, dtype=np.float32).tobytes()
+    encoder = (
+        numcodecs.Zstd(level=1) if codec == "zstd" else numcodecs.Blosc(cname="lz4", shuffle=0)
+    )
+    files = []
+    for k in range(5):
+        path = tmp_path / f"c{k}"
+        path.write_bytes(encoder.encode(data))
+        files.append((path, len(data)))
+    assert first_epoch_gbps(codec, files, threads=2) > 0
+    files[3][0].write_bytes(b"not a chunk" * 100)  # every file is decoded: this one fails
+    with pytest.raises(RuntimeError):
+        first_epoch_gbps(codec, files, threads=2)

@@ -42,6 +42,10 @@ GOALS = (
     Goal("ticktensor_distributed", "ticktensor", 0.8),
     Goal("ticktensor_zstd_block", "zstd_decode_x_threads", 0.7, "gb_per_s"),
     Goal("ticktensor_lz4_block", "lz4_decode_x_threads", 0.7, "gb_per_s"),
+    # The same epochs against all the work a first epoch does (read, decode into the fresh
+    # memory the cache keeps, copy out), which the decode rates above leave out.
+    Goal("ticktensor_zstd_block", "zstd_first_epoch_x_threads", 0.7, "gb_per_s"),
+    Goal("ticktensor_lz4_block", "lz4_first_epoch_x_threads", 0.7, "gb_per_s"),
     Goal("ticktensor_zstd_block", "torch_zarr_w2", 300.0),
     Goal("ticktensor_lz4_block", "torch_zarr_lz4_w2", 300.0),
     Goal("ticktensor_cold", "seqread_cold", 0.7, "gb_per_s"),
@@ -70,6 +74,8 @@ _OURS = {
     "torch_zarr_lz4_w2": "ticktensor_lz4_block",
     "zstd_decode_x_threads": "ticktensor_zstd_block",
     "lz4_decode_x_threads": "ticktensor_lz4_block",
+    "zstd_first_epoch_x_threads": "ticktensor_zstd_block",
+    "lz4_first_epoch_x_threads": "ticktensor_lz4_block",
     "seqread_cold": "ticktensor_cold",
     "ticktensor_nocheck_none": "ticktensor_check_none",
     "ticktensor_nocheck_zstd": "ticktensor_check_zstd",
