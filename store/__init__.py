@@ -1,7 +1,10 @@
 """The store format: versioned, content-hashed Zarr v3 feature packs/segments and Parquet events.
 
 The store is the contract between :mod:`ticktensor.ingest` (which writes) and
-:mod:`ticktensor.loaders` (which reads). See ``docs/store-format.md``.
+:mod:`ticktensor.loaders` (which reads). See ``docs/store-format.md``. New data is
+written as packs (:meth:`Store.write_pack`, :meth:`Store.pack_writer`); the legacy
+format-1 segments are written only by :mod:`ticktensor.store.testing`, for compatibility
+tests and benchmarks.
 """
 
 from collections.abc import Mapping

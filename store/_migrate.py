@@ -130,10 +130,11 @@ def migrate(
     --------
     >>> import numpy as np
     >>> from ticktensor.store import Store, migrate
+    >>> from ticktensor.store.testing import write_segment
     >>> store = Store.create("memory://migrate-example", exist_ok=True)
     >>> segs = [
-    ...     store.write_segment(
-    ...         symbol=s, session="2024-01-02", ts=np.arange(3, dtype=np.int64),
+    ...     write_segment(
+    ...         store, symbol=s, session="2024-01-02", ts=np.arange(3, dtype=np.int64),
     ...         values=np.ones((3, 1), np.float32), feature_names=["ret"])
     ...     for s in ("A", "B")]
     >>> _ = store.commit(segments=segs)

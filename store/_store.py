@@ -54,7 +54,6 @@ from ._pack_writer import PackWriter
 from ._packs import read_pack_index
 from ._repair import RepairReport
 from ._repair import repair as repair_store
-from ._segments import segment_content_hash, segment_path, write_segment
 from ._state import VersionState
 from ._tables import (
     ROW_GROUP_ROWS,
@@ -77,20 +76,23 @@ CHECKPOINT_EVERY = 10
 class Store:
     """A versioned ticktensor store on a local directory or any fsspec URL.
 
-    Writers add immutable segments and tables, then :meth:`commit` publishes a new
-    version: the manifest is written first, the ``latest.json`` pointer is replaced
-    last and atomically. Readers pin a version with :meth:`version`.
+    Writers add immutable packs (one session of every symbol) and tables, then
+    :meth:`commit` publishes a new version: the manifest is written first, the
+    ``latest.json`` pointer is replaced last and atomically. Readers pin a version with
+    :meth:`version`. Segments of the legacy layout (one per symbol and session) are
+    read as they are; :mod:`ticktensor.store.testing` writes them for compatibility
+    tests.
 
     Examples
     --------
     >>> import numpy as np
     >>> from ticktensor.store import Store
     >>> store = Store.create("memory://doc-example", exist_ok=True)
-    >>> seg = store.write_segment(
-    ...     symbol="AAPL", session="2024-01-02",
-    ...     ts=np.arange(4, dtype=np.int64), values=np.ones((4, 2), np.float32),
+    >>> pack = store.write_pack(
+    ...     session="2024-01-02", symbols=["AAPL", "MSFT"], offsets=[0, 4, 6],
+    ...     ts=np.array([0, 1, 2, 3, 0, 1], np.int64), values=np.ones((6, 2), np.float32),
     ...     feature_names=["ret", "spread"])
-    >>> store.commit(segments=[seg], message="first day").version
+    >>> store.commit(packs=[pack], message="first day").version
     1
     """
 
@@ -286,51 +288,6 @@ class Store:
         return known
 
     # -- writing -----------------------------------------------------------------------
-
-    def write_segment(
-        self,
-        *,
-        symbol: str,
-        session: str,
-        ts: npt.NDArray[np.int64],
-        values: npt.NDArray[np.float32],
-        feature_names: Sequence[str],
-        labels: npt.NDArray[np.float32] | None = None,
-        label_names: Sequence[str] = (),
-        layout: Layout | None = None,
-        sources: Sequence[SourceFile] = (),
-    ) -> SegmentRecord:
-        """Write one (symbol, session) segment; it becomes visible at the next :meth:`commit`.
-
-        Writing content identical to a segment of the latest version writes nothing
-        and returns the published record, so reruns are idempotent and published files
-        are never rewritten. The check is one lookup by (symbol, session) in the latest
-        state, which is read once and kept (see :meth:`version`).
-        """
-        layout = layout or self._layout
-        content_hash = segment_content_hash(
-            symbol, session, ts, values, labels, feature_names, label_names, layout
-        )
-        path = segment_path(symbol, session, content_hash)
-        published = self._latest().segments.get((symbol, session))
-        if (
-            published is not None
-            and published.path == path
-            and published.content_hash == content_hash
-        ):
-            return published
-        return write_segment(
-            self._location,
-            symbol=symbol,
-            session=session,
-            ts=ts,
-            values=values,
-            labels=labels,
-            feature_names=feature_names,
-            label_names=label_names,
-            layout=layout,
-            sources=sources,
-        )
 
     def write_pack(
         self,

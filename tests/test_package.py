@@ -19,6 +19,7 @@ PUBLIC_MODULES = [
     "ticktensor.kernels",
     "ticktensor.schemas",
     "ticktensor.store",
+    "ticktensor.store.testing",
     "ticktensor.ingest",
     "ticktensor.ingest.readers",
     "ticktensor.loaders",

@@ -13,7 +13,7 @@ from ticktensor.errors import VersionConflictError
 from ticktensor.ingest._job import IngestOptions, ingest
 from ticktensor.ingest.readers._base import ReadOptions
 from ticktensor.schemas import EventKind
-from ticktensor.store import SegmentRecord, Store
+from ticktensor.store import PackRecord, Store
 
 T0 = 1_704_205_800_000_000_000  # 2024-01-02 14:30 UTC
 
@@ -59,20 +59,21 @@ def test_every_hint_matches_what_the_store_says(tmp_path: Path) -> None:
     """Each library phrase the command rewrites is one a real store error holds."""
     store = Store.create(str(tmp_path / "store"))
 
-    def segment(symbol: str, price: float) -> SegmentRecord:
-        return store.write_segment(
-            symbol=symbol,
-            session="2024-01-02",
+    def pack(session: str, price: float) -> PackRecord:
+        return store.write_pack(
+            session=session,
+            symbols=["AAA"],
+            offsets=[0, 1],
             ts=np.array([T0], np.int64),
             values=np.array([[price]], np.float32),
             feature_names=["x"],
         )
 
-    store.commit(segments=[segment("AAA", 1.0)])
+    store.commit(packs=[pack("2024-01-02", 1.0)])
     with pytest.raises(VersionConflictError) as other_content:
-        store.commit(segments=[segment("AAA", 2.0)])
+        store.commit(packs=[pack("2024-01-02", 2.0)])
     with pytest.raises(VersionConflictError) as stale_base:
-        store.commit(segments=[segment("BBB", 1.0)], base_version=0)
+        store.commit(packs=[pack("2024-01-03", 1.0)], base_version=0)
     errors = [other_content.value, stale_base.value]  # in the order of INGEST_HINTS
     for (library, cli), error in zip(INGEST_HINTS, errors, strict=True):
         assert library in str(error)

@@ -13,6 +13,7 @@ import pytest
 
 from ticktensor.cli import main
 from ticktensor.store import Codec, Layout, Store
+from ticktensor.store.testing import write_segment
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 EXE = Path(sys.executable).parent / "ticktensor"
@@ -136,7 +137,8 @@ def test_one_layout_flag_keeps_the_segments_other_field(tmp_path: Path) -> None:
     not the store's default."""
     store = Store.create(str(tmp_path / "s"))  # default: codec none
     segs = [
-        store.write_segment(
+        write_segment(
+            store,
             symbol=s,
             session="2024-01-02",
             ts=np.arange(100, dtype=np.int64),

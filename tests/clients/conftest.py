@@ -43,22 +43,20 @@ _DIST_VARS = (
 def build_store(path: Path) -> str:
     """The store described above; returns its URL."""
     store = Store.create(str(path), layout=Layout(chunk_rows=16))
-    records = []
-    for s, rows in enumerate(ROWS):
-        row = np.arange(rows, dtype=np.float32)
-        values = np.stack([1000 * s + row, np.sin(row), row / rows], axis=1)
-        records.append(
-            store.write_segment(
-                symbol=f"S{s}",
-                session="2024-01-02",
-                ts=np.arange(rows, dtype=np.int64) * 10**9,
-                values=values.astype(np.float32),
-                feature_names=("id", "sin", "frac"),
-                labels=np.cos(row)[:, None].astype(np.float32),
-                label_names=("y",),
-            )
-        )
-    store.commit(segments=records, message="client tests")
+    rows = [np.arange(n, dtype=np.float32) for n in ROWS]
+    pack = store.write_pack(
+        session="2024-01-02",
+        symbols=[f"S{s}" for s in range(len(ROWS))],
+        offsets=np.cumsum([0, *ROWS]),
+        ts=np.concatenate([np.arange(n, dtype=np.int64) * 10**9 for n in ROWS]),
+        values=np.concatenate(
+            [np.stack([1000 * s + r, np.sin(r), r / r.size], axis=1) for s, r in enumerate(rows)]
+        ).astype(np.float32),
+        feature_names=("id", "sin", "frac"),
+        labels=np.concatenate([np.cos(r)[:, None] for r in rows]).astype(np.float32),
+        label_names=("y",),
+    )
+    store.commit(packs=[pack], message="client tests")
     return str(path)
 
 

@@ -26,22 +26,20 @@ LoaderFactory = Callable[..., Any]
 def build_version(path: Path) -> StoreVersion:
     """Feature 0 of each row is ``1000 * symbol + row``, so ``x[:, 0, 0]`` names a sample."""
     store = Store.create(str(path), layout=Layout(chunk_rows=16))
-    records = []
-    for s, rows in enumerate(ROWS):
-        row = np.arange(rows, dtype=np.float32)
-        values = np.stack([1000 * s + row, row / 3], axis=1).astype(np.float32)
-        records.append(
-            store.write_segment(
-                symbol=f"S{s}",
-                session="2024-01-02",
-                ts=np.arange(rows, dtype=np.int64) * 10**9,
-                values=values,
-                feature_names=("id", "frac"),
-                labels=row[:, None].astype(np.float32),
-                label_names=("y",),
-            )
-        )
-    return store.commit(segments=records, message="conformance")
+    rows = [np.arange(n, dtype=np.float32) for n in ROWS]
+    pack = store.write_pack(
+        session="2024-01-02",
+        symbols=[f"S{s}" for s in range(len(ROWS))],
+        offsets=np.cumsum([0, *ROWS]),
+        ts=np.concatenate([np.arange(n, dtype=np.int64) * 10**9 for n in ROWS]),
+        values=np.concatenate(
+            [np.stack([1000 * s + r, r / 3], axis=1) for s, r in enumerate(rows)]
+        ).astype(np.float32),
+        feature_names=("id", "frac"),
+        labels=np.concatenate([r[:, None] for r in rows]).astype(np.float32),
+        label_names=("y",),
+    )
+    return store.commit(packs=[pack], message="conformance")
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from ticktensor.ingest import (
 from ticktensor.ingest.readers import ReadOptions
 from ticktensor.schemas import EventKind, FeatureSpec, LabelSpec, conform
 from ticktensor.store import Store, StoreVersion
+from ticktensor.store.testing import write_segment
 
 MARKET = SyntheticMarket(
     symbols=("AAA", "BBB", "CCC", "DDD"),
@@ -267,7 +268,8 @@ def _older_store(tmp_path: Path, files: list[str]) -> tuple[str, StoreVersion]:
         for symbol in index.symbols:
             lo, hi = index.rows_of(symbol)
             segments.append(
-                old.write_segment(
+                write_segment(
+                    old,
                     symbol=symbol,
                     session=pack.session,
                     ts=data.ts[lo:hi],

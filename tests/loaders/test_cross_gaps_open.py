@@ -16,6 +16,7 @@ from ticktensor.loaders._chunks import ChunkIndex, Sources
 from ticktensor.loaders._index import select_sources
 from ticktensor.loaders.dataset import _copy_ranges
 from ticktensor.store import Layout, PackRecord, SegmentRecord, Store, StoreVersion
+from ticktensor.store.testing import write_segment
 
 Record = SegmentRecord | PackRecord
 
@@ -65,7 +66,8 @@ def write_store(root: Path, seed: int) -> StoreVersion:
             )
             continue
         segments.extend(
-            store.write_segment(
+            write_segment(
+                store,
                 symbol=symbol,
                 session=session,
                 ts=ts,

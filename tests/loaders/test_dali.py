@@ -38,23 +38,24 @@ NAMES = ("id", "noise", "frac")
 def build_version(path: Path) -> StoreVersion:
     store = Store.create(str(path), layout=Layout(chunk_rows=16))
     rng = np.random.default_rng(1)
-    records = []
-    for s, rows in enumerate(ROWS):
-        row = np.arange(rows, dtype=np.float32)
-        values = np.stack([1000 * s + row, rng.normal(size=rows), row / 7], axis=1)
-        records.append(
-            store.write_segment(
-                symbol=f"S{s}",
-                session="2024-01-02",
-                ts=np.arange(rows, dtype=np.int64) * 10**9,
-                values=values.astype(np.float32),
-                feature_names=NAMES,
-                labels=np.stack([row, -row], axis=1).astype(np.float32),
-                label_names=("a", "b"),
-            )
-        )
+    rows = [np.arange(n, dtype=np.float32) for n in ROWS]
+    pack = store.write_pack(
+        session="2024-01-02",
+        symbols=[f"S{s}" for s in range(len(ROWS))],
+        offsets=np.cumsum([0, *ROWS]),
+        ts=np.concatenate([np.arange(n, dtype=np.int64) * 10**9 for n in ROWS]),
+        values=np.concatenate(
+            [
+                np.stack([1000 * s + r, rng.normal(size=r.size), r / 7], axis=1)
+                for s, r in enumerate(rows)
+            ]
+        ).astype(np.float32),
+        feature_names=NAMES,
+        labels=np.concatenate([np.stack([r, -r], axis=1) for r in rows]).astype(np.float32),
+        label_names=("a", "b"),
+    )
     stats = FeatureStats(NAMES, (900.0, 0.25, 3.0), (700.0, 3.0, 0.0), 178, (0, 1))
-    return store.commit(segments=records, stats=stats, message="dali tests")
+    return store.commit(packs=[pack], stats=stats, message="dali tests")
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from ticktensor.errors import ConfigError
 from ticktensor.kernels import ThreadPool
 from ticktensor.loaders import WindowDataset
 from ticktensor.store import FeatureStats, Layout, SegmentData, Store, StoreVersion
+from ticktensor.store.testing import write_segment
 
 FEATURES = ("f0", "f1", "f2", "f3")
 LABELS = ("y0", "y1")
@@ -46,14 +47,16 @@ def segment_arrays(
 def build_store(
     path: Path | str, *, chunk_rows: int = 16, stats: bool = True, codec: str = "none"
 ) -> StoreVersion:
-    """Three symbols (one with a slash) x two sessions, small and exact."""
+    """Three symbols (one with a slash) x two sessions, small and exact, stored as
+    format-1 segments: the reference below reads them one by one."""
     store = Store.create(str(path), layout=Layout(codec=codec, chunk_rows=chunk_rows))
     records = []
     for si, symbol in enumerate(SYMBOLS):
         for day in range(2):
             ts, values, labels = segment_arrays(si, day)
             records.append(
-                store.write_segment(
+                write_segment(
+                    store,
                     symbol=symbol,
                     session=f"2024-01-{2 + day:02d}",
                     ts=ts,

@@ -19,11 +19,11 @@ from ticktensor.store import Layout, Store
 
 store = Store.create(sys.argv[1], layout=Layout(chunk_rows=16))
 rows = 64
-record = store.write_segment(
-    symbol="AAA", session="2024-01-02", ts=np.arange(rows, dtype=np.int64),
+pack = store.write_pack(
+    session="2024-01-02", symbols=["AAA"], offsets=[0, rows], ts=np.arange(rows, dtype=np.int64),
     values=np.arange(rows * 2, dtype=np.float32).reshape(rows, 2), feature_names=("a", "b"),
     labels=np.zeros((rows, 1), np.float32), label_names=("y",))
-dataset = WindowDataset(store.commit(segments=[record]), 8, threads=1)
+dataset = WindowDataset(store.commit(packs=[pack]), 8, threads=1)
 loader = torch.utils.data.DataLoader(
     dataset, batch_size=16, num_workers=1, multiprocessing_context="spawn")
 batches = list(loader)

@@ -17,6 +17,7 @@ from ticktensor.errors import StoreCorruptError
 from ticktensor.kernels import ThreadPool
 from ticktensor.loaders import WindowDataset
 from ticktensor.store import FeatureStats, Layout, Store, StoreVersion
+from ticktensor.store.testing import write_segment
 
 FEATURES = ("f0", "f1", "f2", "f3")
 LABELS = ("y0", "y1")
@@ -88,7 +89,8 @@ def write_store(path: Path | str, codec: str, packed: tuple[bool, ...]) -> Store
             continue
         for s, data in held:
             segments.append(
-                store.write_segment(
+                write_segment(
+                    store,
                     symbol=SYMBOLS[s],
                     session=session,
                     ts=data.ts,

@@ -33,24 +33,25 @@ CHUNK_BYTES = CHUNK_ROWS * 3 * 4
 def build_version(path: Path) -> StoreVersion:
     """Three symbols, chunks of 16 rows, with feature statistics for normalization."""
     store = Store.create(str(path), layout=Layout(chunk_rows=CHUNK_ROWS))
-    records = []
     rng = np.random.default_rng(0)
-    for s, rows in enumerate(ROWS):
-        row = np.arange(rows, dtype=np.float32)
-        values = np.stack([1000 * s + row, rng.normal(size=rows), row / 7], axis=1)
-        records.append(
-            store.write_segment(
-                symbol=f"S{s}",
-                session="2024-01-02",
-                ts=np.arange(rows, dtype=np.int64) * 10**9,
-                values=values.astype(np.float32),
-                feature_names=("id", "noise", "frac"),
-                labels=(row[:, None] * 2).astype(np.float32),
-                label_names=("y",),
-            )
-        )
+    rows = [np.arange(n, dtype=np.float32) for n in ROWS]
+    pack = store.write_pack(
+        session="2024-01-02",
+        symbols=[f"S{s}" for s in range(len(ROWS))],
+        offsets=np.cumsum([0, *ROWS]),
+        ts=np.concatenate([np.arange(n, dtype=np.int64) * 10**9 for n in ROWS]),
+        values=np.concatenate(
+            [
+                np.stack([1000 * s + r, rng.normal(size=r.size), r / 7], axis=1)
+                for s, r in enumerate(rows)
+            ]
+        ).astype(np.float32),
+        feature_names=("id", "noise", "frac"),
+        labels=np.concatenate([r[:, None] * 2 for r in rows]).astype(np.float32),
+        label_names=("y",),
+    )
     stats = FeatureStats(("id", "noise", "frac"), (900.0, 0.5, 3.0), (700.0, 2.0, 0.0), 204, (0, 1))
-    return store.commit(segments=records, stats=stats, message="resident tests")
+    return store.commit(packs=[pack], stats=stats, message="resident tests")
 
 
 @pytest.fixture(scope="module")
@@ -219,15 +220,16 @@ def test_options_and_errors(version: StoreVersion) -> None:
 
 @pytest.mark.parametrize("budget", [None, 5 * CHUNK_BYTES])
 def test_joined_sessions(tmp_path: Path, budget: int | None) -> None:
-    """With ``cross_gaps`` a source is several segments: chunks start mid-source."""
+    """With ``cross_gaps`` a source is several sessions: chunks start mid-source."""
     store = Store.create(str(tmp_path / "store"), layout=Layout(chunk_rows=CHUNK_ROWS))
-    records = []
+    packs = []
     for day, rows in enumerate((37, 21, 50)):
         row = np.arange(rows, dtype=np.float32) + 100 * day
-        records.append(
-            store.write_segment(
-                symbol="S0",
+        packs.append(
+            store.write_pack(
                 session=f"2024-01-0{day + 2}",
+                symbols=["S0"],
+                offsets=[0, rows],
                 ts=(np.arange(rows, dtype=np.int64) + 1000 * day) * 10**9,
                 values=np.stack([row, -row, row / 3], axis=1),
                 feature_names=("a", "b", "c"),
@@ -235,7 +237,7 @@ def test_joined_sessions(tmp_path: Path, budget: int | None) -> None:
                 label_names=("y",),
             )
         )
-    ds = dataset(store.commit(segments=records), cross_gaps=True)
+    ds = dataset(store.commit(packs=packs), cross_gaps=True)
     assert ds.n_sources == 1
     order = UniformOrder(seed=1)
     host = DataLoader(ds, batch_size=2, fast=FastOptions(order=order))  # at most 4 chunks a batch

@@ -27,6 +27,7 @@ from ticktensor.reliability.faults import (
 from ticktensor.reliability.workload import Workload
 from ticktensor.store import Location, Store
 from ticktensor.store._repair import find_orphans
+from ticktensor.store.testing import write_segment
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +73,22 @@ def test_damaged_files_are_named(work: Workload) -> None:
 def _store_with_debris(tmp_path: Path) -> tuple[Store, list[str]]:
     store = Store.create(str(tmp_path / "s"))
     ts = np.arange(10, dtype=np.int64)
-    seg = store.write_segment(
-        symbol="A", session="d1", ts=ts, values=np.ones((10, 2), np.float32), feature_names="ab"
+    pack = store.write_pack(
+        session="d1",
+        symbols=["A"],
+        offsets=[0, 10],
+        ts=ts,
+        values=np.ones((10, 2), np.float32),
+        feature_names="ab",
     )
-    store.commit(segments=[seg])
-    lost = store.write_segment(  # written, never committed: a killed job's segment
-        symbol="A", session="d2", ts=ts, values=np.zeros((10, 2), np.float32), feature_names="ab"
+    store.commit(packs=[pack])
+    lost = store.write_pack(  # written, never committed: a killed job's pack
+        session="d2",
+        symbols=["A"],
+        offsets=[0, 10],
+        ts=ts,
+        values=np.zeros((10, 2), np.float32),
+        feature_names="ab",
     )
     root = tmp_path / "s"
     (root / "versions" / "00000002.json").write_text("{torn")  # unpublished manifest
@@ -122,7 +133,8 @@ def test_cli_verify_repair(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_commit_refuses_a_record_whose_file_is_missing(tmp_path: Path) -> None:
     store = Store.create(str(tmp_path / "s"))
-    seg = store.write_segment(
+    seg = write_segment(
+        store,
         symbol="A",
         session="d",
         ts=np.arange(5, dtype=np.int64),

@@ -15,8 +15,9 @@ import pytest
 from ticktensor import DataLoader
 from ticktensor.errors import StoreCorruptError
 from ticktensor.loaders import WindowDataset
-from ticktensor.reliability.soak import make_soak_store
 from ticktensor.store import Store
+
+from .conftest import segment_store
 
 CHUNK = "values/c/1/0"
 
@@ -24,8 +25,7 @@ CHUNK = "values/c/1/0"
 @pytest.fixture(scope="module", params=["none", "zstd"])
 def pristine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp(f"loader-{request.param}") / "s"
-    make_soak_store(str(root), request.param, symbols=2, rows=3000)
-    return root
+    return segment_store(root, request.param)
 
 
 @pytest.fixture

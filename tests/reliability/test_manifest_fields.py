@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from ticktensor.errors import FormatVersionError, StoreCorruptError
 from ticktensor.store import FeatureStats, Manifest, Store
 from ticktensor.store._log import LogEntry
+from ticktensor.store.testing import write_segment
 
 JSON = st.recursive(
     st.none()
@@ -38,7 +39,8 @@ JSON = st.recursive(
 def manifest_doc() -> dict[str, Any]:
     store = Store.create("memory://tt-manifest-fields", exist_ok=True)
     ts = np.arange(20, dtype=np.int64)
-    seg = store.write_segment(
+    seg = write_segment(
+        store,
         symbol="A",
         session="d",
         ts=ts,
@@ -102,7 +104,8 @@ def entry_doc() -> dict[str, Any]:
     import pyarrow as pa
 
     for fill in (1.0, 2.0):
-        seg = store.write_segment(
+        seg = write_segment(
+            store,
             symbol="A",
             session="d",
             ts=ts,

@@ -25,8 +25,9 @@ import zstandard
 from ticktensor import DataLoader
 from ticktensor.errors import StoreCorruptError
 from ticktensor.loaders import WindowDataset
-from ticktensor.reliability.soak import make_soak_store
 from ticktensor.store import Store
+
+from .conftest import segment_store
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIRS = ["ticktensor", "ingest", "store", "schemas", "loaders"]
@@ -67,8 +68,7 @@ def test_no_pickle_or_eval_anywhere_in_the_package() -> None:
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     root = tmp_path / "s"
-    make_soak_store(str(root), "zstd", symbols=2, rows=3000)
-    return root
+    return segment_store(root, "zstd")
 
 
 def _forge(root: Path, edit: Callable[[dict[str, Any]], None]) -> None:

@@ -10,6 +10,7 @@ import numpy.typing as npt
 import pytest
 
 from ticktensor.store import Layout, PackRecord, SegmentRecord, Store
+from ticktensor.store.testing import write_segment
 
 FEATURES = ("ret", "spread", "imbalance")
 LABELS = ("fwd_ret",)
@@ -36,7 +37,8 @@ def make_series(symbol: str, day: int, rows: int = 1000, seed: int = 0) -> Serie
 
 def write_series(store: Store, s: Series, layout: Layout | None = None) -> SegmentRecord:
     """Write ``s`` (features and labels) as one segment of ``store``."""
-    return store.write_segment(
+    return write_segment(
+        store,
         symbol=s.symbol,
         session=s.session,
         ts=s.ts,

@@ -83,6 +83,7 @@ CHILD = textwrap.dedent(
 
     import pyarrow as pa
     from ticktensor.store import migrate
+    from ticktensor.store.testing import write_segment
     rng = np.random.default_rng(7)
     store = Store.open(url)
     if kind == "migrate":
@@ -99,8 +100,8 @@ CHILD = textwrap.dedent(
             session="2024-01-03", symbols=["AAPL", "MSFT"], offsets=[0, n, 2 * n],
             ts=np.concatenate([ts, ts]), values=values, labels=labels, **names))
     for i, sym in enumerate(("AAPL", "MSFT") if kind == "segments" else ()):
-        segs.append(store.write_segment(
-            symbol=sym, session="2024-01-03", ts=ts, values=values[i * n:(i + 1) * n],
+        segs.append(write_segment(
+            store, symbol=sym, session="2024-01-03", ts=ts, values=values[i * n:(i + 1) * n],
             labels=labels[i * n:(i + 1) * n], **names))
     table = pa.table({"ts_event": pa.array([1, 2], pa.timestamp("ns", tz="UTC"))})
     rec = store.write_table(kind="trades", symbol="AAPL", session="2024-01-03", table=table)

@@ -14,6 +14,7 @@ import pytest
 
 from ticktensor.errors import FormatVersionError
 from ticktensor.store import Store, open_store
+from ticktensor.store.testing import write_segment
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -140,13 +141,14 @@ def test_a_format_v1_store_appended_by_this_version(tmp_path: Path) -> None:
     store = Store.open(str(url))
     ts, values, labels = expected("AAA", 150)
     names = {"feature_names": ("f0", "f1", "f2"), "label_names": ("y",)}
-    again = store.write_segment(
-        symbol="AAA", session="2023-11-14", ts=ts, values=values, labels=labels, **names
+    again = write_segment(
+        store, symbol="AAA", session="2023-11-14", ts=ts, values=values, labels=labels, **names
     )
     assert again == store.version().segment("AAA", "2023-11-14")  # a rerun writes nothing
     assert store.commit(segments=[again]).version == 2
     for day in range(8):  # versions 3..10: a checkpoint at 10
-        seg = store.write_segment(
+        seg = write_segment(
+            store,
             symbol="AAA",
             session=f"2023-11-{15 + day}",
             ts=ts,

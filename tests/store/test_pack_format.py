@@ -12,6 +12,7 @@ import zarr
 
 from ticktensor.errors import SchemaError, StoreCorruptError, VersionConflictError
 from ticktensor.store import Codec, Layout, Store
+from ticktensor.store.testing import write_segment
 
 FEATURES = [f"f{i}" for i in range(5)]
 
@@ -143,7 +144,8 @@ def test_a_session_is_held_by_segments_or_one_pack(tmp_path: Path) -> None:
     store = Store.create(str(tmp_path / "s"))
     data = _session(2, 4)
     ts, values = data["ts"], data["values"]
-    seg = store.write_segment(
+    seg = write_segment(
+        store,
         symbol="S000",
         session="d",
         ts=ts[:2].copy(),
@@ -157,7 +159,8 @@ def test_a_session_is_held_by_segments_or_one_pack(tmp_path: Path) -> None:
     version = store.commit(packs=[pack], replace=True)
     assert version.segments == ()
     assert len(version.packs) == 1
-    late = store.write_segment(
+    late = write_segment(
+        store,
         symbol="S001",
         session="d",
         ts=ts[:1].copy(),
@@ -264,7 +267,8 @@ def test_a_pack_must_hold_every_symbol_of_the_segments_it_replaces(tmp_path: Pat
     data = _session(2, 4)
     for i, symbol in enumerate(data["symbols"]):
         lo, hi = data["offsets"][i], data["offsets"][i + 1]
-        seg = store.write_segment(
+        seg = write_segment(
+            store,
             symbol=symbol,
             session="d",
             ts=data["ts"][lo:hi].copy(),

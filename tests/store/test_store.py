@@ -16,6 +16,7 @@ from ticktensor.errors import (
     VersionNotFoundError,
 )
 from ticktensor.store import Codec, Layout, Store, open_store
+from ticktensor.store.testing import write_segment
 
 from .conftest import DAY_NS, FEATURES, LABELS, Series, make_series, write_series
 
@@ -126,8 +127,13 @@ def test_mixed_feature_names_rejected(store_url: str) -> None:
     store = Store.create(store_url)
     store.commit(segments=[write_series(store, make_series("A", 0))])
     s = make_series("B", 0)
-    other = store.write_segment(
-        symbol="B", session=s.session, ts=s.ts, values=s.values[:, :2], feature_names=("x", "y")
+    other = write_segment(
+        store,
+        symbol="B",
+        session=s.session,
+        ts=s.ts,
+        values=s.values[:, :2],
+        feature_names=("x", "y"),
     )
     with pytest.raises(SchemaError, match="has features \\['x', 'y'\\]"):
         store.commit(segments=[other])
@@ -147,7 +153,7 @@ def test_bad_segment_input_names_the_problem(
 ) -> None:
     store = Store.create(store_url)
     with pytest.raises(SchemaError, match=match):
-        store.write_segment(symbol="A", session="d", ts=ts, values=values, feature_names=FEATURES)
+        write_segment(store, symbol="A", session="d", ts=ts, values=values, feature_names=FEATURES)
 
 
 def test_open_errors(tmp_path: os.PathLike[str], store_url: str) -> None:

@@ -21,25 +21,25 @@ def build_store(path: Path, symbols: int = 2, rows: int = 1500, seed: int = 0) -
     """An AR(1) feature per symbol; the label is the mean of its next ``HORIZON`` values,
     so recent rows predict it well (R^2 about 0.7) and a model's loss falls fast."""
     store = Store.create(str(path), layout=Layout(chunk_rows=512))
-    records = []
+    values, labels = [], []
     rng = np.random.default_rng(seed)
-    for s in range(symbols):
+    for _ in range(symbols):
         x = np.zeros(rows + HORIZON)
         for t in range(1, x.size):
             x[t] = 0.9 * x[t - 1] + rng.standard_normal()
         fwd = np.lib.stride_tricks.sliding_window_view(x[1:], HORIZON).mean(axis=1)[:rows]
-        values = np.stack([x[:rows], rng.standard_normal(rows), np.abs(x[:rows])], axis=1)
-        records.append(
-            store.write_segment(
-                symbol=f"S{s}",
-                session="2024-01-02",
-                ts=(1_704_186_000 + np.arange(rows, dtype=np.int64)) * 10**9,
-                values=values.astype(np.float32),
-                feature_names=FEATURES,
-                labels=fwd[:, None].astype(np.float32),
-                label_names=("fwd_mean_5",),
-            )
-        )
+        values.append(np.stack([x[:rows], rng.standard_normal(rows), np.abs(x[:rows])], axis=1))
+        labels.append(fwd[:, None])
+    pack = store.write_pack(
+        session="2024-01-02",
+        symbols=[f"S{s:03d}" for s in range(symbols)],
+        offsets=np.arange(symbols + 1) * rows,
+        ts=np.tile((1_704_186_000 + np.arange(rows, dtype=np.int64)) * 10**9, symbols),
+        values=np.concatenate(values).astype(np.float32),
+        feature_names=FEATURES,
+        labels=np.concatenate(labels).astype(np.float32),
+        label_names=("fwd_mean_5",),
+    )
     stats = FeatureStats(
         names=FEATURES,
         mean=(0.0, 0.0, 1.8),
@@ -47,7 +47,7 @@ def build_store(path: Path, symbols: int = 2, rows: int = 1500, seed: int = 0) -
         count=symbols * rows,
         period=(0, 2**62),
     )
-    store.commit(segments=records, message="train tests", stats=stats)
+    store.commit(packs=[pack], message="train tests", stats=stats)
     return str(path)
 
 
@@ -55,16 +55,17 @@ def add_day(url: str) -> int:
     """Append one more session to the store (a new version, as a daily job does)."""
     store = Store.open(url)
     rows = 100
-    record = store.write_segment(
-        symbol="S0",
+    pack = store.write_pack(
         session="2024-01-03",
+        symbols=["S000"],
+        offsets=[0, rows],
         ts=(1_704_272_400 + np.arange(rows, dtype=np.int64)) * 10**9,
         values=np.ones((rows, len(FEATURES)), dtype=np.float32),
         feature_names=FEATURES,
         labels=np.ones((rows, 1), dtype=np.float32),
         label_names=("fwd_mean_5",),
     )
-    return store.commit(segments=[record], message="another day").version
+    return store.commit(packs=[pack], message="another day").version
 
 
 @pytest.fixture(scope="session")

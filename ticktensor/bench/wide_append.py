@@ -4,8 +4,8 @@ Every session of every symbol is written through the public ``Store`` API: one
 ``write_pack`` and one ``commit`` per session. Right after it the same session is written
 as one zstd Parquet file with polars, so both see the same machine load. Each session
 records the seconds of both, the objects the commit added under the data areas and the
-bytes of version files it wrote. A second, shorter run with one ``write_segment`` per
-symbol keeps the per-segment API as a reference.
+bytes of version files it wrote. A second, shorter run writes one segment per symbol,
+the legacy format-1 layout (:mod:`ticktensor.store.testing`), as a reference.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ticktensor.store import PackRecord, SegmentRecord, Store
+from ticktensor.store.testing import write_segment
 
 __all__ = ["SessionData", "append_packs", "append_segments", "session_data", "store_files"]
 
@@ -152,7 +153,8 @@ def _write_pack(store: Store, data: SessionData) -> PackRecord:
 
 def _write_segments(store: Store, data: SessionData) -> list[SegmentRecord]:
     return [
-        store.write_segment(
+        write_segment(
+            store,
             symbol=symbol,
             session=data.session,
             ts=data.ts[a:b],
@@ -202,7 +204,8 @@ def append_packs(
 def append_segments(
     root: Path, sessions: int, make: Callable[[int], SessionData]
 ) -> list[dict[str, Any]]:
-    """Create a store at ``root`` and append ``sessions`` sessions, one segment per symbol."""
+    """Create a store at ``root`` and append ``sessions`` sessions, one legacy format-1
+    segment per symbol."""
     store = Store.create(str(root))
     rows = []
     for day in range(1, sessions + 1):

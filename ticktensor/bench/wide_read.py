@@ -79,7 +79,8 @@ def _open_once(url: str, window: int, cross_gaps: bool) -> dict[str, Any]:
 
 
 def write_narrow(root: Path, make: Callable[[int], SessionData], sessions: int) -> StoreVersion:
-    """A store of one symbol whose one series holds every row of ``make(1..sessions)``."""
+    """A store of one symbol whose one series, a pack of one session, holds every row of
+    ``make(1..sessions)``."""
     store = Store.create(str(root))
     first = make(1)
     per_session = first.ts.shape[0]
@@ -90,16 +91,17 @@ def write_narrow(root: Path, make: Callable[[int], SessionData], sessions: int) 
         data = first if day == 1 else make(day)
         part = slice((day - 1) * per_session, day * per_session)
         values[part], labels[part] = data.values, data.labels
-    record = store.write_segment(
-        symbol="NARROW",
+    record = store.write_pack(
         session="all",
+        symbols=["NARROW"],
+        offsets=[0, rows],
         ts=T0 + np.arange(rows, dtype=np.int64) * MINUTE_NS,
         values=values,
         feature_names=first.feature_names,
         labels=labels,
         label_names=first.label_names,
     )
-    return store.commit(segments=[record], message="one long series")
+    return store.commit(packs=[record], message="one long series")
 
 
 def _shuffled(dataset: Any, batch: int) -> Callable[[int], tuple[Iterator[int], Any]]:

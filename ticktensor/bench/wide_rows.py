@@ -88,7 +88,7 @@ def _append_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             "append_session_segments",
             seconds,
             "s",
-            note=f"reference: one write_segment per symbol + commit, sessions 1-{len(reference)} "
+            note=f"reference: one legacy segment per symbol + commit, sessions 1-{len(reference)} "
             f"of a store of their own, median ({seconds / statistics.median(append):.1f}x "
             f"append_session); {first['objects']:,} objects and "
             f"{first['metadata_bytes']:,} metadata bytes per session",

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from ticktensor.errors import ConfigError
 from ticktensor.store import Codec, Layout, SegmentRecord, Store, StoreVersion
+from ticktensor.store.testing import write_segment
 
 __all__ = ["Series", "Workload", "prepare", "store_files"]
 
@@ -173,6 +174,8 @@ def prepare(
 
 
 def _write(workload: Workload, codecs: Sequence[Codec], *, write_npy: bool) -> None:
+    """Each series as one legacy format-1 segment (:mod:`ticktensor.store.testing`), so that
+    ``bench loader`` figures of any run are figures over the same D1 stores."""
     npy = workload.npy_dir()
     npy.mkdir(parents=True, exist_ok=True)
     stores: dict[Codec, tuple[Store, list[SegmentRecord]]] = {}
@@ -184,7 +187,8 @@ def _write(workload: Workload, codecs: Sequence[Codec], *, write_npy: bool) -> N
     for s, series in enumerate(workload.series()):
         for store, segments in stores.values():
             segments.append(
-                store.write_segment(
+                write_segment(
+                    store,
                     symbol=series.symbol,
                     session="2024-01-02",
                     ts=series.ts,

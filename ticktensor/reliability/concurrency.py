@@ -1,11 +1,11 @@
 """Concurrency: readers iterate pinned versions while a writer commits; two writers race.
 
 Readers (threads and separate processes) repeatedly pin the latest version and read
-every segment with ``verify=True``, which re-hashes each chunk and the decoded content:
-a reader that saw a half-written version would fail. Two writers that commit on the
-same base version at once: one wins, the other gets
-:class:`~ticktensor.errors.VersionConflictError`, reopens and retries, and in the end
-both changes are published (no lost update).
+every pack (and segment, where a store has any) with ``verify=True``, which re-hashes
+each chunk and the decoded content: a reader that saw a half-written version would fail.
+Two writers that commit a session each on the same base version at once: one wins, the
+other gets :class:`~ticktensor.errors.VersionConflictError`, reopens and retries, and in
+the end both changes are published (no lost update).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ticktensor.errors import VersionConflictError
-from ticktensor.store import Codec, Layout, SegmentRecord, Store
+from ticktensor.store import Codec, Layout, PackRecord, Store
 
 __all__ = ["ConcurrencyResult", "readers_during_commits", "two_writers"]
 
@@ -38,14 +38,18 @@ class ConcurrencyResult:
     errors: list[str] = field(default_factory=list)
 
 
-def _segment(store: Store, symbol: str, day: int, rows: int = 3000) -> SegmentRecord:
-    rng = np.random.default_rng([day, sum(map(ord, symbol))])
+def _pack(
+    store: Store, symbols: tuple[str, ...], day: int, session: str = "", rows: int = 3000
+) -> PackRecord:
+    """One session (``session``, default ``day<day>``) of ``rows`` rows per symbol."""
+    rng = np.random.default_rng([day, *(sum(map(ord, s)) for s in symbols)])
     ts = 1_704_186_000 * 10**9 + day * 86_400 * 10**9 + np.arange(rows, dtype=np.int64) * 1000
-    return store.write_segment(
-        symbol=symbol,
-        session=f"day{day:03d}",
-        ts=ts,
-        values=rng.standard_normal((rows, len(_FEATURES))).astype(np.float32),
+    return store.write_pack(
+        session=session or f"day{day:03d}",
+        symbols=symbols,
+        offsets=np.arange(len(symbols) + 1) * rows,
+        ts=np.tile(ts, len(symbols)),
+        values=rng.standard_normal((rows * len(symbols), len(_FEATURES))).astype(np.float32),
         feature_names=_FEATURES,
     )
 
@@ -54,10 +58,15 @@ def read_latest(url: str) -> tuple[int, int]:
     """Pin the latest version and read all of it, verifying; returns (version, rows)."""
     pinned = Store.open(url).version()
     rows = 0
+    for pack in pinned.packs:
+        read = pinned.read_pack(pack, verify=True).values.shape[0]
+        if read != pack.rows:
+            raise AssertionError(f"{pack.path}: {read} rows, manifest {pack.rows}")
+        rows += pack.rows
     for seg in pinned.segments:
-        data = pinned.read_segment(seg, verify=True)
-        if data.values.shape[0] != seg.rows:
-            raise AssertionError(f"{seg.path}: {data.values.shape[0]} rows, manifest {seg.rows}")
+        read = pinned.read_segment(seg, verify=True).values.shape[0]
+        if read != seg.rows:
+            raise AssertionError(f"{seg.path}: {read} rows, manifest {seg.rows}")
         rows += seg.rows
     if rows != pinned.rows:
         raise AssertionError(f"version {pinned.version}: {rows} rows read of {pinned.rows}")
@@ -84,7 +93,7 @@ def readers_during_commits(
     """Commit ``commits`` new versions while readers in threads and processes read."""
     layout = Layout(codec=Codec.ZSTD, chunk_rows=512)
     store = Store.create(url, layout=layout, exist_ok=True)
-    store.commit(segments=[_segment(store, "AAA", 0)])
+    store.commit(packs=[_pack(store, ("AAA",), 0)])
     ctx = multiprocessing.get_context("spawn")
     stop_p, out_p = ctx.Event(), ctx.Queue()
     stop_t = threading.Event()
@@ -100,8 +109,7 @@ def readers_during_commits(
     result = ConcurrencyResult()
     time.sleep(0.2)
     for day in range(1, commits + 1):
-        segs = [_segment(store, sym, day) for sym in ("AAA", "BBB")]
-        store.commit(segments=segs, message=f"day {day}")
+        store.commit(packs=[_pack(store, ("AAA", "BBB"), day)], message=f"day {day}")
         result.commits += 1
     stop_t.set()
     stop_p.set()
@@ -118,16 +126,17 @@ def readers_during_commits(
 
 
 def _writer(url: str, symbol: str, barrier: Any, out: Any) -> None:
-    """Commit one segment based on the latest version; on conflict reopen and retry."""
+    """Commit one session (named ``symbol``) based on the latest version; on conflict
+    reopen and retry."""
     try:
         store = Store.open(url)
         base = store.latest_version()
-        seg = _segment(store, symbol, 500)
+        pack = _pack(store, (symbol,), 500, session=symbol)
         barrier.wait(timeout=60)
         conflicts = 0
         while True:
             try:
-                store.commit(segments=[seg], base_version=base, message=f"writer {symbol}")
+                store.commit(packs=[pack], base_version=base, message=f"writer {symbol}")
                 break
             except VersionConflictError:
                 conflicts += 1
@@ -165,7 +174,7 @@ def two_writers(url: str, *, processes: bool, rounds: int = 5) -> ConcurrencyRes
                 result.errors.append(f"{symbol}: {error}")
         latest = Store.open(url).version()
         result.commits += latest.version - before
-        have = {s.symbol for s in latest.segments}
+        have = {p.session for p in latest.packs}
         if not set(symbols) <= have:
             result.errors.append(f"round {r}: lost update, version {latest.version} has {have}")
         if latest.version != before + 2:

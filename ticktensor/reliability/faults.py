@@ -28,6 +28,7 @@ import numpy as np
 
 from ticktensor.errors import StoreCorruptError
 from ticktensor.store import Store, StoreVersion
+from ticktensor.store.testing import write_segment
 
 from ._faultyfs import FaultyFileSystem
 from .workload import Workload
@@ -312,7 +313,8 @@ def _target(pinned: StoreVersion) -> _Target:
 
     def copy_segment(dst: Store, src: StoreVersion) -> tuple[StoreVersion, str]:
         data = src.read_segment(seg)
-        rec = dst.write_segment(
+        rec = write_segment(
+            dst,
             symbol=seg.symbol,
             session=seg.session,
             ts=data.ts,

@@ -68,26 +68,24 @@ class SoakResult:
 
 
 def make_soak_store(url: str, codec: str, symbols: int = 4, rows: int = 6000) -> str:
-    """A small store of ``symbols`` segments (8 features, 1 label) in ``codec``."""
+    """A small store of one session of ``symbols`` symbols (8 features, 1 label) in
+    ``codec``, as one pack."""
     store = Store.create(url, layout=Layout(codec=codec, chunk_rows=1024), exist_ok=True)  # type: ignore[arg-type]
     if store.latest_version() > 0:
         return url
     rng = np.random.default_rng(0)
-    segs = []
-    for k in range(symbols):
-        ts = 1_704_186_000 * 10**9 + np.arange(rows, dtype=np.int64) * 10**6
-        segs.append(
-            store.write_segment(
-                symbol=f"S{k}",
-                session="2024-01-02",
-                ts=ts,
-                values=rng.standard_normal((rows, 8)).astype(np.float32),
-                feature_names=[f"f{i}" for i in range(8)],
-                labels=rng.standard_normal((rows, 1)).astype(np.float32),
-                label_names=["y"],
-            )
-        )
-    store.commit(segments=segs, message="soak")
+    ts = 1_704_186_000 * 10**9 + np.arange(rows, dtype=np.int64) * 10**6
+    pack = store.write_pack(
+        session="2024-01-02",
+        symbols=[f"S{k:04d}" for k in range(symbols)],
+        offsets=np.arange(symbols + 1) * rows,
+        ts=np.tile(ts, symbols),
+        values=rng.standard_normal((symbols * rows, 8)).astype(np.float32),
+        feature_names=[f"f{i}" for i in range(8)],
+        labels=rng.standard_normal((symbols * rows, 1)).astype(np.float32),
+        label_names=["y"],
+    )
+    store.commit(packs=[pack], message="soak")
     return url
 
 

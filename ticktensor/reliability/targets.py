@@ -31,6 +31,7 @@ from ticktensor.errors import ConfigError, TickTensorError
 from ticktensor.ingest import IngestOptions, ingest, validate_inputs
 from ticktensor.ingest.readers import CsvFormat, Input, ReadOptions, detect
 from ticktensor.store import FileEntry, Layout, LogEntry, Manifest, Store, StoreVersion
+from ticktensor.store.testing import write_segment
 
 from ._seeds import arrow_file, read_seed, synthetic_trades_csv
 
@@ -273,7 +274,11 @@ def _reader_targets(data: Path | None) -> list[FuzzTarget | None]:
 
 @dataclass
 class _TinyStore:
-    """A small published store in memory whose files the store targets replace."""
+    """A small published store in memory whose files the store targets replace.
+
+    Its feature rows are one format-1 segment, whose Zarr group, array metadata and
+    chunk files are each a file of their own for the targets to rewrite.
+    """
 
     store: Store
     pinned: StoreVersion
@@ -284,7 +289,8 @@ class _TinyStore:
         store = Store.create(url, layout=Layout(codec=codec, chunk_rows=16))  # type: ignore[arg-type]
         rng = np.random.default_rng(0)
         ts = 1_704_186_000 * 10**9 + np.arange(40, dtype=np.int64) * 1000
-        seg = store.write_segment(
+        seg = write_segment(
+            store,
             symbol="AAPL",
             session="2024-01-02",
             ts=ts,
