@@ -70,7 +70,8 @@ class NativePrefetcher(Iterator[tuple[Any, ...]]):
         first, count = plan.step_ranges()
         self._first_step = int(first_step)
         self._make_slot = make_slot
-        self._native = dataset._native_prefetcher(
+        self._native = dataset.runtime.prefetcher(
+            dataset.index,
             plan.order,
             (first[first_step:], count[first_step:]),
             capacity=plan.batch_size,

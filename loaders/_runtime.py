@@ -1,7 +1,8 @@
 """The reader runtime of a window dataset: what reads its chunks, apart from what it holds.
 
-A :class:`~ticktensor.loaders.WindowDataset` is data: which windows exist, their labels,
-the chunks they read (picklable, shared by its subsets). Reading them takes a runtime:
+A :class:`~ticktensor.loaders.WindowDataset` is its data, a
+:class:`~ticktensor.loaders._window_index.WindowIndex` (which windows exist, their labels,
+the chunks they read: picklable, shared by its subsets), and a runtime that reads them:
 the chunk loader (the store's reader behind it), the cache of loaded chunks with its
 loading threads, the native gather and its thread pool. :class:`ReaderRuntime` owns
 those and their lifecycle: made when a dataset is built or unpickled, made again in a
@@ -15,20 +16,23 @@ import atexit
 import copy
 import os
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ticktensor.kernels import ChunkGather, ThreadPool
-from ticktensor.store import ChunkReader
+from ticktensor.errors import ConfigError
+from ticktensor.kernels import ChunkGather, SamplePrefetcher, ThreadPool
 
 from ._cache import ChunkCache
 from ._chunks import ChunkIndex, ChunkLoader, Floats
+from ._window_index import WindowIndex
 
 __all__ = ["ReaderRuntime"]
 
 Bools = npt.NDArray[np.bool_]
+Int64s = npt.NDArray[np.int64]
 
 _LIVE: weakref.WeakSet[ReaderRuntime] = weakref.WeakSet()  # made again in a forked child
 _ABANDONED: list[object] = []  # a forked child's copies of its parent's threads, never joined
@@ -51,8 +55,6 @@ class ReaderRuntime:
         Loading threads of the cache.
     needed
         Which loads some sample reads.
-    label_reader
-        The store's reader of whole arrays (labels, timestamps) for the dataset.
     pool
         The gather's thread pool (default: one thread per core).
     """
@@ -65,7 +67,6 @@ class ReaderRuntime:
         budget: int,
         threads: int,
         needed: Bools,
-        label_reader: ChunkReader,
         pool: ThreadPool | None = None,
     ) -> None:
         self.chunks = chunks
@@ -74,7 +75,6 @@ class ReaderRuntime:
         self.budget = int(budget)
         self.threads = int(threads)
         self.needed = needed
-        self.label_reader = label_reader
         self.pool = pool if pool is not None else ThreadPool(os.cpu_count() or 1)
         self._start()
         _LIVE.add(self)
@@ -88,6 +88,99 @@ class ReaderRuntime:
         self.cache = ChunkCache(
             chunks, self.loader, self.gather, self.budget, self.threads, self.needed
         )
+
+    def gather_batch(
+        self,
+        index: WindowIndex,
+        indices: Int64s,
+        out: Floats | None = None,
+        labels_out: Floats | None = None,
+        chunks: Int64s | None = None,
+        upcoming: Sequence[Int64s] = (),
+    ) -> tuple[Floats, Floats]:
+        """Gather samples ``indices`` of ``index`` (checked, see
+        :meth:`WindowIndex.check_indices`) into ``out`` and ``labels_out``.
+
+        The chunks the windows read are loaded first (or found in the cache): ``chunks``
+        are those (computed when ``None``), ``upcoming`` those of the next batches (see
+        :meth:`ChunkCache.require`). Windows and labels are then cut in one native call,
+        with the GIL released.
+
+        Parameters
+        ----------
+        index
+            The index this runtime reads the chunks of (its :attr:`chunks`).
+        indices
+            1-D int64 sample indices in ``[0, len(index))``.
+        out, labels_out
+            C-contiguous float32 arrays ``[B, W, F]`` and ``[B, L]`` to write into (made
+            when ``None``).
+        chunks, upcoming
+            The chunks this batch reads and those of the batches after it.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``(out, labels_out)``.
+        """
+        self._check_index(index)
+        if labels_out is not None and (
+            labels_out.shape != (indices.size, index.n_labels) or labels_out.dtype != np.float32
+        ):
+            raise ConfigError(
+                f"labels_out: expected float32 {(indices.size, index.n_labels)}, got "
+                f"{labels_out.dtype}{labels_out.shape}"
+            )
+        if out is None:
+            out = np.empty((indices.size, index.window, self.n_features), dtype=np.float32)
+        if labels_out is None:
+            labels_out = np.empty((indices.size, index.n_labels), dtype=np.float32)
+        cache = self.cache
+        with cache.lock:
+            if not cache.complete:
+                if chunks is None:
+                    chunks = index.chunks_of(indices)
+                cache.require(chunks, upcoming)
+            self.gather.gather_samples(
+                indices,
+                index.sample_segment,
+                index.sample_start,
+                index.window,
+                index.labels_flat,
+                index.label_offset,
+                out,
+                labels_out,
+            )
+        return out, labels_out
+
+    def prefetcher(
+        self,
+        index: WindowIndex,
+        order: Int64s,
+        steps: tuple[Int64s, Int64s],
+        capacity: int,
+        depth: int,
+    ) -> SamplePrefetcher:
+        """A native thread gathering the planned steps of ``index``'s samples (see
+        :meth:`ShardPlan.step_ranges`) into slots of ``capacity`` samples, as
+        :meth:`gather_batch` would, once every chunk is loaded
+        (:attr:`ChunkCache.complete`): nothing is loaded or evicted any more."""
+        self._check_index(index)
+        return self.gather.prefetcher(
+            index.sample_segment,
+            index.sample_start,
+            index.window,
+            index.labels_flat,
+            index.label_offset,
+            order,
+            steps,
+            capacity,
+            depth,
+        )
+
+    def _check_index(self, index: WindowIndex) -> None:
+        if index.chunks is not self.chunks:
+            raise ValueError(f"{index!r} reads other chunks than this runtime's")
 
     def load_chunk(self, chunk: int) -> Floats:
         """Chunk ``chunk`` loaded outside the cache, from its first row on."""
@@ -137,7 +230,6 @@ class ReaderRuntime:
         _ABANDONED.extend((self.cache, self.gather, self.pool))
         self.pool = ThreadPool(self.pool.size)
         self.loader = copy.copy(self.loader)
-        self.label_reader = copy.copy(self.label_reader)
         self._start()
 
     def release(self) -> None:

@@ -262,7 +262,9 @@ def open_batch_source(
         n = int(indices.shape[0])
         upcoming = readahead.upcoming(step)
         chunks = None if dataset.cache.complete else readahead.chunks(step)
-        dataset._get_batch(indices, slot.x[:n], slot.y[:n], chunks, upcoming)
+        dataset.runtime.gather_batch(
+            dataset.index, indices, slot.x[:n], slot.y[:n], chunks, upcoming
+        )
         return n
 
     sample_bytes = 4 * (dataset.window * dataset.n_features + dataset.n_labels)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ticktensor.loaders import WindowDataset
 from ticktensor.loaders._chunks import ChunkIndex, Sources
 from ticktensor.loaders._index import select_sources
-from ticktensor.loaders.dataset import _copy_ranges
+from ticktensor.loaders._window_index import _copy_ranges
 from ticktensor.store import Layout, PackRecord, SegmentRecord, Store, StoreVersion
 from ticktensor.store.testing import write_segment
 

@@ -154,7 +154,7 @@ def test_sharding_state_and_empty_batches(version: StoreVersion) -> None:
 def test_errors_reach_the_consumer(version: StoreVersion, monkeypatch: pytest.MonkeyPatch) -> None:
     raw = dataset(version)
     loader = DataLoader(raw, batch_size=8, fast=FastOptions(backend="dali"))
-    original = raw._get_batch
+    original = raw.runtime.gather_batch
     calls = []
 
     def failing(*args: object, **kwargs: object) -> object:
@@ -163,13 +163,13 @@ def test_errors_reach_the_consumer(version: StoreVersion, monkeypatch: pytest.Mo
             raise OSError("disk on fire")
         return original(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(raw, "_get_batch", failing)
+    monkeypatch.setattr(raw.runtime, "gather_batch", failing)
     with pytest.raises(OSError, match="disk on fire") as info:
         collect(loader)
     assert any("while assembling batch 2" in note for note in info.value.__notes__)
     assert loader.state_dict()["samples_consumed"] == 16
     # DALI's epoch ended at the failed batch: the next pass resets the pipeline.
-    monkeypatch.setattr(raw, "_get_batch", original)
+    monkeypatch.setattr(raw.runtime, "gather_batch", original)
     assert_same(collect(loader), collect(DataLoader(dataset(version, True), batch_size=8)))
     assert loader.stats()["dali"] == {"builds": 1, "resets": 1, "rebuilds": 0}
 
@@ -220,7 +220,7 @@ def test_an_empty_pass_and_an_error_in_the_first_batch(
     def failing(*args: object, **kwargs: object) -> object:
         raise OSError("no such chunk")
 
-    monkeypatch.setattr(raw, "_get_batch", failing)
+    monkeypatch.setattr(raw.runtime, "gather_batch", failing)
     with pytest.raises(OSError, match="no such chunk"):
         next(iter(loader))
     assert loader.state_dict()["samples_consumed"] == 0

@@ -381,19 +381,31 @@ class SlowDataset(WindowDataset):
 
     delay = 0.3
 
-    def _get_batch(self, *args: Any, **kwargs: Any) -> Any:  # what the loader calls
-        time.sleep(self.delay)
-        return super()._get_batch(*args, **kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        gather = self.runtime.gather_batch
+
+        def slow(*args: Any, **kwargs: Any) -> Any:  # what the loader calls
+            time.sleep(self.delay)
+            return gather(*args, **kwargs)
+
+        self.runtime.gather_batch = slow  # type: ignore[method-assign]
 
 
 class FailingDataset(WindowDataset):
     """Fails on the third batch, as a corrupt chunk would."""
 
-    def _get_batch(self, indices: Any, *args: Any, **kwargs: Any) -> Any:
-        self.calls = getattr(self, "calls", 0) + 1
-        if self.calls == 3:
-            raise ValueError("chunk 17 is damaged")
-        return super()._get_batch(indices, *args, **kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        gather = self.runtime.gather_batch
+
+        def failing(*args: Any, **kwargs: Any) -> Any:  # what the loader calls
+            self.calls = getattr(self, "calls", 0) + 1
+            if self.calls == 3:
+                raise ValueError("chunk 17 is damaged")
+            return gather(*args, **kwargs)
+
+        self.runtime.gather_batch = failing  # type: ignore[method-assign]
 
 
 def test_keyboard_interrupt_leaves_no_thread(version: StoreVersion) -> None:
