@@ -27,6 +27,7 @@ _ABSENT: Final = 0
 _LOADING: Final = 1
 _LOADED: Final = 2
 _NEVER: Final = np.iinfo(np.int64).max  # next use of a chunk no planned batch reads
+_CHUNK_THREAD: Final = "ticktensor-chunk"
 
 
 @dataclass
@@ -240,10 +241,8 @@ class ChunkCache:
 
     def _start(self, load: int) -> None:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="ticktensor-chunk")
-            self._finalizer = weakref.finalize(
-                self, self._executor.shutdown, wait=True, cancel_futures=True
-            )
+            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix=_CHUNK_THREAD)
+            self._finalizer = weakref.finalize(self, _shut_down, self._executor)
         file = self.index.loads[load]
         self._loader.fetch_ahead(file)  # an object store's request goes out now
         spare = self._spare(file.nbytes)
@@ -343,6 +342,13 @@ class ChunkCache:
         do not exist); the cache must not be used afterwards."""
         if self._finalizer is not None:
             self._finalizer.detach()
+
+
+def _shut_down(executor: ThreadPoolExecutor) -> None:
+    """Cancel the loads not started and wait for the others; safe from a finalizer, which the
+    cyclic collector may run on a chunk thread, one that cannot wait for itself."""
+    on_chunk_thread = threading.current_thread().name.startswith(_CHUNK_THREAD)
+    executor.shutdown(wait=not on_chunk_thread, cancel_futures=True)
 
 
 def _private(values: Floats) -> bool:

@@ -63,9 +63,15 @@ class EpochOrders:
         return result
 
     def close(self) -> None:
-        """Wait for orders being computed (at most one epoch's)."""
+        """Wait for orders being computed (at most one epoch's).
+
+        Safe from a finalizer: the cyclic collector may run it on an order thread itself
+        (a loader and its samplers refer to each other), which is not waited for.
+        """
+        current = threading.current_thread()
         for thread in list(self._running.values()):  # list() is atomic; prefetch may add
-            thread.join()
+            if thread is not current:
+                thread.join()
         self._running.clear()
 
 

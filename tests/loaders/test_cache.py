@@ -6,6 +6,7 @@ import gc
 import multiprocessing
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 from ticktensor import DataLoader
 from ticktensor.loaders import UniformOrder, WindowDataset
+from ticktensor.loaders._cache import _CHUNK_THREAD, _shut_down
 from ticktensor.store import Codec, StoreVersion
 
 from .test_chunks import WINDOW, codec_store, zarr_windows
@@ -25,6 +27,13 @@ def zstd_version(tmp_path_factory: pytest.TempPathFactory) -> StoreVersion:
 
 def chunks(*ids: int) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
+
+
+def test_threads_shut_down_from_a_chunk_thread_itself() -> None:
+    # The collector may run a dropped cache's finalizer on one of its own chunk threads.
+    executor = ThreadPoolExecutor(2, thread_name_prefix=_CHUNK_THREAD)
+    executor.submit(_shut_down, executor).result(timeout=10)  # raised "cannot join" before
+    assert executor._shutdown
 
 
 def test_eviction_drops_the_chunk_used_farthest_ahead(zstd_version: StoreVersion) -> None:
