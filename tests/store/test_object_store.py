@@ -26,7 +26,8 @@ Batches = list[list[torch.Tensor]]
 
 
 def build_store(bucket: S3Bucket) -> StoreVersion:
-    """Two symbols x two sessions of zstd chunks of 64 rows, committed on the server."""
+    """Two symbols x two sessions of zstd chunks of 64 rows, committed on the server as
+    format-1 segments (what ``migrate`` packs)."""
     store = Store.create(
         bucket.url("store"),
         layout=Layout(codec="zstd", chunk_rows=64),
@@ -38,6 +39,17 @@ def build_store(bucket: S3Bucket) -> StoreVersion:
         for day in range(2)
     ]
     return store.commit(segments=records, message="object store test")
+
+
+def build_packed_store(bucket: S3Bucket) -> StoreVersion:
+    """The same rows as :func:`build_store`, one pack per session."""
+    store = Store.create(
+        bucket.url("packed"),
+        layout=Layout(codec="zstd", chunk_rows=64),
+        storage_options=bucket.storage_options,
+    )
+    packs = [write_pack_of(store, day, ("AAA", "BBB"), rows=300) for day in range(2)]
+    return store.commit(packs=packs, message="object store test")
 
 
 def read_all(dataset: WindowDataset, **workers: object) -> Batches:
@@ -117,7 +129,7 @@ def test_segments_migrated_to_packs_on_the_server(s3_bucket: S3Bucket) -> None:
 def test_forked_workers_read_a_dataset_built_in_the_parent(s3_bucket: S3Bucket) -> None:
     # Building the dataset reads labels from the server: the parent's S3 client (its event
     # loop and connections) exists before the workers are forked.
-    dataset = WindowDataset(build_store(s3_bucket), 16, threads=2)
+    dataset = WindowDataset(build_packed_store(s3_bucket), 16, threads=2)
     expected = read_all(dataset)
     assert len(expected) == -(-len(dataset) // 8)
     forked = read_all(dataset, num_workers=2, multiprocessing_context="fork")
@@ -126,7 +138,7 @@ def test_forked_workers_read_a_dataset_built_in_the_parent(s3_bucket: S3Bucket) 
 
 
 def test_spawned_workers_read_the_same_batches(s3_bucket: S3Bucket) -> None:
-    dataset = WindowDataset(build_store(s3_bucket), 16, threads=1)
+    dataset = WindowDataset(build_packed_store(s3_bucket), 16, threads=1)
     expected = read_all(dataset)
     spawned = read_all(dataset, num_workers=1, multiprocessing_context="spawn")
     assert_same(spawned, expected)
