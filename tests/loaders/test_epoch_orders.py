@@ -25,4 +25,7 @@ def test_close_on_an_order_thread_does_not_wait_for_itself() -> None:
 
     orders = EpochOrders(ClosingOrder(), dataset=None)  # type: ignore[arg-type]
     orders.prefetch(0)
-    np.testing.assert_array_equal(orders.get(0), np.arange(4))
+    thread = orders._running[0]
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    np.testing.assert_array_equal(orders.get(0), np.arange(4))  # not the join's error
