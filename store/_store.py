@@ -449,7 +449,6 @@ class Store:
                 return StoreVersion.of_state(self._location, base)
             self._check_written([*changes.segments, *changes.packs, *changes.tables])
             self._check_packs_cover(changes.packs, changes.removed_segments)
-            self._location.flush()  # the new data files reach the disk before the log
             entry = LogEntry(
                 version=latest + 1,
                 parent=latest,
@@ -474,7 +473,11 @@ class Store:
             data = entry.to_json()
             # An unpublished file with this number is debris of an interrupted commit
             # (we hold the lock and the pointer is older): overwrite it.
-            self._location.write_atomic(rel, data)
+            self._location.write_atomic(rel, data, durable=False)
+            # One flush makes the new data files, the checkpoint and the log entry durable
+            # (renames included) before the pointer names them; the pointer's own write
+            # is durable.
+            self._location.flush()
             digest = sha256_hex(data)
             self._location.write_atomic(POINTER_FILE, _pointer(entry.version, digest))
             state = state.vouched_by(digest)
@@ -483,10 +486,12 @@ class Store:
         return StoreVersion.of_state(self._location, state)
 
     def _write_checkpoint(self, entry: LogEntry, state: VersionState) -> LogEntry:
-        """Write ``state`` as the checkpoint of ``entry``'s version; the entry that names it."""
+        """Write ``state`` as the checkpoint of ``entry``'s version; the entry that names it.
+
+        Not flushed here: the commit's flush makes it durable with the log entry."""
         rel = checkpoint_path(entry.version)
         data = state.manifest.to_json()
-        self._location.write_atomic(rel, data)
+        self._location.write_atomic(rel, data, durable=False)
         return dataclasses.replace(
             entry, checkpoint=CheckpointRef(rel, FileEntry(sha256_hex(data), len(data)))
         )

@@ -200,18 +200,24 @@ def test_event_tables_roundtrip(store_url: str) -> None:
     )
 
 
-def test_commit_flushes_new_files_once_before_the_manifest(
-    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("checkpoint_every", [10, 1])
+def test_commit_flushes_new_files_and_log_once_before_the_pointer(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch, checkpoint_every: int
 ) -> None:
     from ticktensor.store._location import Location
 
-    store = Store.create(str(tmp_path), layout=Layout(codec="zstd", chunk_rows=256))
+    store = Store.create(
+        str(tmp_path),
+        layout=Layout(codec="zstd", chunk_rows=256),
+        checkpoint_every=checkpoint_every,
+    )
     events: list[str] = []
     write = Location.write_atomic
     flush = Location.flush
 
     def recording_write(self: Location, rel: str, data: bytes, **options: bool) -> None:
-        events.append(f"write {rel.split('/', maxsplit=1)[0]}")
+        durable = " (durable)" if options.get("durable", True) else ""
+        events.append(f"write {rel.split('/', maxsplit=1)[0]}{durable}")
         write(self, rel, data, **options)
 
     def recording_flush(self: Location) -> None:
@@ -224,5 +230,9 @@ def test_commit_flushes_new_files_once_before_the_manifest(
     store.commit(segments=[record])
     assert events.count("flush") == 1
     flushed = events.index("flush")
-    assert set(events[:flushed]) == {"write segments"}  # data first, not flushed one by one
-    assert events[flushed + 1 :] == ["write versions", "write latest.json"]
+    # Data first, then the log (a checkpoint and the entry when one is due), none of
+    # them flushed one by one; the one flush; then the pointer, durable itself.
+    log = ["write versions"] * (2 if checkpoint_every == 1 else 1)
+    assert events[flushed - len(log) : flushed] == log
+    assert set(events[: flushed - len(log)]) == {"write segments"}
+    assert events[flushed + 1 :] == ["write latest.json (durable)"]
