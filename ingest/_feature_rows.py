@@ -126,7 +126,7 @@ class Rows:
         if frame.height > 1 and back.any():
             row = int(back.arg_true()[0])
             raise SchemaError(f"ohlcv row {row}: close time (ts_event + interval_ns) goes back")
-        return frame.with_columns(pl.col(by or "ts").set_sorted())
+        return _flagged_sorted(frame, by or "ts")
 
     @property
     def height(self) -> int:
@@ -240,3 +240,9 @@ class Rows:
                 self._join_trades(self.per_series(per.cum_sum()), key, name)
         else:
             self._join_trades(self.column(f"cum_{quantity}"), key, name)
+
+
+def _flagged_sorted(frame: pl.DataFrame, name: str) -> pl.DataFrame:
+    """``frame`` with its column ``name`` flagged sorted, in place: what
+    ``with_columns(pl.col(name).set_sorted())`` gives, without a query of its own."""
+    return frame.replace_column(frame.get_column_index(name), frame[name].set_sorted())

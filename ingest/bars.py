@@ -84,7 +84,8 @@ def _event_frame(
             values = table.column(name).cast(pa.float64()).combine_chunks()
             data[name] = pl.Series(name, values, pl.Float64)
     # The sort order polars may rely on: time for one series, the series for several.
-    return pl.DataFrame(data).with_columns(pl.col(by or "ts").set_sorted())
+    data[by or "ts"] = data[by or "ts"].set_sorted()
+    return pl.DataFrame(data)
 
 
 def _per_series(expr: pl.Expr, by: str | None) -> pl.Expr:

@@ -43,6 +43,8 @@ __all__ = ["CsvReader"]
 #: Longest line accepted (a market data line is well under 1 KiB).
 MAX_LINE_BYTES = 16 << 20
 _MAX_BLOCK = 32 << 20  # bytes per block: bounded memory; reading overlaps parsing
+#: Bytes of a CSV block parsed without pyarrow's thread pool.
+_SMALL_BLOCK = 1 << 16
 
 
 class CsvReader(Reader):
@@ -217,9 +219,14 @@ class _CsvDecoder:
         # A chunk per thread rather than per MiB: a block's rows are parsed as fast, and
         # the session's merge later takes rows from a few chunks instead of hundreds.
         chunk = max(1 << 20, -(-len(block) // pa.cpu_count()))
+        # A small block (a day's bars) is parsed on this thread: waking pyarrow's pool
+        # for it costs more than its parse, and one chunk comes out either way.
+        threads = len(block) > _SMALL_BLOCK
         return pacsv.read_csv(
             pa.py_buffer(block),
-            read_options=pacsv.ReadOptions(column_names=self.names, block_size=chunk),
+            read_options=pacsv.ReadOptions(
+                column_names=self.names, block_size=chunk, use_threads=threads
+            ),
             parse_options=parse,
             convert_options=convert_opts,
         )
