@@ -3,20 +3,25 @@ following a link below the store root.
 
 A store holds plain files in plain folders. A symlink anywhere below the root (an area
 such as ``packs/``, a record's folder, a chunk, ``.lock``) could lead a read, a write or
-a removal out of the store, so every path is walked from the root one folder at a time
-with ``O_NOFOLLOW`` (``openat``), and a link met on the way is a
-:class:`~ticktensor.errors.StoreCorruptError` naming it. The root itself may be a link
-(the user chose it). Opening through folder descriptors also leaves no window between a
-check and the use of a path.
+a removal out of the store, so every path is opened from the root following no link: in
+one ``openat2(2)`` with ``RESOLVE_NO_SYMLINKS`` where Linux has it, else (and whenever
+that call fails) walked one folder at a time with ``O_NOFOLLOW`` (``openat``), and a link
+met on the way is a :class:`~ticktensor.errors.StoreCorruptError` naming it. The root
+itself may be a link (the user chose it). Opening through folder descriptors also leaves
+no window between a check and the use of a path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
+import platform
 import stat
+import sys
 from collections.abc import Iterator
+from typing import Any
 
 from ticktensor.errors import StoreCorruptError
 
@@ -33,6 +38,60 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _FOLDER = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_SYS_OPENAT2 = 437  # on x86-64 and arm64 (the unified table; Linux 5.6 on)
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08  # nothing above the folder either (".." never leads out)
+_UNIFIED = frozenset({"x86_64", "aarch64", "arm64"})
+
+
+def _syscall() -> Any:
+    """libc's ``syscall`` on Linux on x86-64 or arm64, else ``None``."""
+    if not sys.platform.startswith("linux") or platform.machine() not in _UNIFIED:
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).syscall
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [
+        ctypes.c_long,
+        ctypes.c_long,
+        ctypes.c_char_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+    ]
+    function.restype = ctypes.c_long
+    return function
+
+
+_SYSCALL = _syscall()
+_OPENAT2 = {"works": _SYSCALL is not None}
+
+
+def _open_resolved(folder: int, rel: str, flags: int, mode: int = 0) -> int | None:
+    """``rel`` below the folder open as ``folder``, opened in one ``openat2(2)`` that
+    refuses a symlink anywhere on the way (``RESOLVE_NO_SYMLINKS``); ``None`` when that
+    fails for any reason (a link, a missing file or folder, a kernel without the call).
+    The callers then walk the path a folder at a time, which names the link or the
+    missing folder, and makes missing folders: the answer is the walk's either way."""
+    if not _OPENAT2["works"]:
+        return None
+    how = _OpenHow(
+        flags | _NOFOLLOW | _CLOEXEC,
+        mode if flags & os.O_CREAT else 0,
+        _RESOLVE_NO_SYMLINKS | _RESOLVE_BENEATH,
+    )
+    fd = int(_SYSCALL(_SYS_OPENAT2, folder, rel.encode(), ctypes.byref(how), ctypes.sizeof(how)))
+    if fd >= 0:
+        return fd
+    if ctypes.get_errno() in (errno.ENOSYS, errno.EPERM):  # no openat2 here (or seccomp)
+        _OPENAT2["works"] = False
+    return None
 
 
 class SymlinkError(StoreCorruptError):
@@ -63,9 +122,19 @@ def open_folder(root: str, rel: str, *, create: bool = False) -> int:
     Raises :class:`SymlinkError` naming the link
     when a folder on the way is a symlink, ``FileNotFoundError`` when one is missing.
     """
-    if create:
+    try:
+        fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    except OSError:
+        if not create:
+            raise
         os.makedirs(root, exist_ok=True)  # the root is the user's choice: links allowed
-    fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+        fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    path = "/".join(p for p in rel.split("/") if p)
+    if path:
+        found = _open_resolved(fd, path, os.O_RDONLY | _DIRECTORY)
+        if found is not None:
+            os.close(fd)
+            return found
     done: list[str] = []
     try:
         for name in [p for p in rel.split("/") if p]:
@@ -97,6 +166,14 @@ def open_below(root: str, rel: str, flags: int, mode: int = 0o644) -> int:
     """``os.open`` of the file ``rel`` below ``root`` with ``flags``, following no link
     (the file's folders are made when ``flags`` has ``O_CREAT``). Raises
     :class:`SymlinkError` when the file or a folder on its way is a symlink."""
+    if "/" in rel and not rel.startswith("/"):  # in a folder: one openat2 when it works
+        top = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+        try:
+            found = _open_resolved(top, rel, flags, mode)
+        finally:
+            os.close(top)
+        if found is not None:
+            return found
     folder, _, name = rel.rpartition("/")
     fd = open_folder(root, folder, create=bool(flags & os.O_CREAT))
     try:
