@@ -25,10 +25,10 @@ from .limits import (
     resident_fraction,
     sequential_read_gbps,
 )
-from .measure import Rep, summarize, timing_row
+from .measure import Rep, summarize, timing_row, warm
 from .options import BenchOptions
 from .results import Results, Row
-from .workload import Workload
+from .workload import Workload, store_files
 
 __all__ = ["cold_rows", "compressed_rows"]
 
@@ -54,12 +54,17 @@ def compressed_rows(
     )
     for codec in (Codec.ZSTD, Codec.LZ4):
         version = stores[codec]
+        # Read again just before: a machine that reclaims cold page cache (DAMON's pageout,
+        # a VM's balloon) may have dropped what the run read at its start.
+        warm(store_files(version))
+        cached = resident_fraction(store_files(version))
         reps = [
             fresh_pass(version, w.window, w.batch, o.threads, w.seed + p) for p in range(o.passes)
         ]
         note = (
             f"one epoch over windows with stride {w.window} (each stored byte decoded once), "
-            f"timed from opening, {o.threads} threads"
+            f"timed from opening, {o.threads} threads; "
+            + ("page cache residency unknown" if cached is None else f"{cached:.0%} cached")
         )
         results.rows.append(_pass_row(f"ticktensor_{codec.value}_block", reps, sb, note))
         payloads = chunk_payloads(version)
