@@ -160,8 +160,9 @@ def assemble(task: AssembleTask) -> AssembleResult:
     blocks = len(session.blocks)
     # A small session (a partition of daily bars, a day of a few symbols) is merged and
     # computed on this thread, its blocks before anything takes them: its steps take less
-    # than starting the threads that would overlap them. One thread beside it reads the
-    # stored feature rows meanwhile, and writes the tables while this one writes the pack.
+    # than starting the threads that would overlap them. This thread also reads the stored
+    # feature rows first (a read beside the merge only waits for the GIL the merge holds);
+    # one thread beside it writes the tables while this one writes the pack.
     inline = session.rows <= task.inline_rows
     writers = 1 if inline else task.threads + len(kinds) + 1
     with (
@@ -176,7 +177,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
             k: _done(held_rows[k]) if partial else _run(pool, stored.events, version=base, kind=k)
             for k in kinds
         }
-        reader = writer if inline else pool
+        reader = None if inline else pool
         held_features = _run(reader, stored.features, version=base) if spec else _done(None)
         # A block hands its rows over before it computes their features: the tables
         # take them (on ``writer``) while the block computes. A handoff holds a few
