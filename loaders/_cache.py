@@ -28,6 +28,7 @@ _LOADING: Final = 1
 _LOADED: Final = 2
 _NEVER: Final = np.iinfo(np.int64).max  # next use of a chunk no planned batch reads
 _CHUNK_THREAD: Final = "ticktensor-chunk"
+_RELEASE_WAIT_S: Final = 1.0  # longest wait of a pass's end for another user of the cache
 
 
 @dataclass
@@ -230,6 +231,22 @@ class ChunkCache:
                     self._state[load] = _ABSENT
                     self._used -= int(self._nbytes[load])
             self._collect()
+
+    def release_threads(self) -> None:
+        """:meth:`stop_threads`, unless another thread holds the cache for longer than
+        :data:`_RELEASE_WAIT_S` (then the threads stay, idle, until the next pass ends or
+        the cache closes).
+
+        Safe from a finalizer: the cyclic collector runs a dropped pass's finalizer on
+        whichever thread allocates, also on a chunk thread that a thread holding the cache
+        is starting or joining, which would then wait for each other for ever.
+        """
+        if not self.lock.acquire(timeout=_RELEASE_WAIT_S):
+            return
+        try:
+            self.stop_threads()
+        finally:
+            self.lock.release()
 
     def close(self) -> None:
         """Stop the loading threads and drop every chunk."""

@@ -285,7 +285,7 @@ def open_batch_source(
             first_step=step,
             stats=stats,
             slots=slots,
-            on_stop=dataset.cache.stop_threads,
+            on_stop=dataset.cache.release_threads,
             fences=delivery.fences,
         )
 
@@ -301,7 +301,7 @@ def open_batch_source(
         name=f"ticktensor-loader-{next(_threads)}",
         context=context,
         sample_bytes=sample_bytes,
-        on_stop=dataset.cache.stop_threads,
+        on_stop=dataset.cache.release_threads,
         extra_slots=0 if dali is None else dali.held_batches,
         handover=(lambda: dataset.cache.complete) if native else None,
         fences=delivery.fences,

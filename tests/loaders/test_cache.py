@@ -36,6 +36,28 @@ def test_threads_shut_down_from_a_chunk_thread_itself() -> None:
     assert executor._shutdown
 
 
+def test_a_pass_end_does_not_wait_for_ever_on_another_holder(zstd_version: StoreVersion) -> None:
+    # A dropped pass's finalizer may run on a chunk thread that a holder of the cache is
+    # starting or joining: releasing the threads there must give up, not wait for it.
+    ds = WindowDataset(zstd_version, WINDOW, threads=2)
+    cache = ds.cache
+    next(iter(DataLoader(ds, batch_size=4)))  # loads started: the cache has threads
+    released = threading.Event()
+
+    def pass_end() -> None:
+        cache.release_threads()
+        released.set()
+
+    with cache.lock:  # as _start holds it while the thread below starts
+        ender = threading.Thread(target=pass_end)
+        ender.start()
+        assert released.wait(timeout=10), "release_threads waited for the holder"
+    ender.join()
+    cache.release_threads()  # with the cache free it stops them
+    assert cache._executor is None
+    ds.close()
+
+
 def test_eviction_drops_the_chunk_used_farthest_ahead(zstd_version: StoreVersion) -> None:
     chunk_bytes = 8 * 4 * 4
     ds = WindowDataset(zstd_version, WINDOW, cache_bytes=3 * chunk_bytes, threads=1)
