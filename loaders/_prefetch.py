@@ -323,10 +323,23 @@ def _produce(shared: _Shared) -> None:
     shared.put(_END)
 
 
-def _stop(shared: _Shared, thread: threading.Thread, on_stop: Callable[[], None] | None) -> None:
-    """Stop and join the producer, then run ``on_stop``; safe from a finalizer."""
+def _stop(
+    shared: _Shared,
+    thread: threading.Thread,
+    on_stop: Callable[[], None] | None,
+    wait: bool | None = None,
+) -> None:
+    """Stop the producer (and join it when ``wait``), then run ``on_stop``.
+
+    As a finalizer (``wait=None``) it waits unless it runs on one of ticktensor's own
+    threads: the cyclic collector runs it on whichever thread allocates, which may be
+    one the producer is waiting for (a chunk thread whose load the producer needs); the
+    producer then sees the stop and ends by itself.
+    """
     shared.stop.set()
-    if thread is not threading.current_thread() and thread.is_alive():
+    if wait is None:
+        wait = not threading.current_thread().name.startswith("ticktensor-")
+    if wait and thread is not threading.current_thread() and thread.is_alive():
         thread.join()
     if on_stop is not None:
         on_stop()
@@ -416,6 +429,7 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
             target=_produce, args=(self._shared,), name=name, daemon=True
         )
         self._finalizer = weakref.finalize(self, _stop, self._shared, self._thread, on_stop)
+        self._on_stop = on_stop
         self._thread.start()
 
     def __next__(self) -> tuple[Any, ...]:
@@ -500,4 +514,5 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         self._done = True
         if self.stats.ended is None:
             self.stats.ended = time.perf_counter()
-        self._finalizer()
+        if self._finalizer.detach() is not None:
+            _stop(self._shared, self._thread, self._on_stop, wait=True)

@@ -1,8 +1,11 @@
-"""The prefetcher's ring: a slot is refilled only once its device copy has finished."""
+"""The prefetcher's ring: a slot is refilled only once its device copy has finished; its
+finalizer never waits for the producer."""
 
 from __future__ import annotations
 
-from ticktensor.loaders._prefetch import PrefetchStats, Slot, _Shared, host_delivery
+import threading
+
+from ticktensor.loaders._prefetch import Prefetcher, PrefetchStats, Slot, _Shared, host_delivery
 
 
 class FakeEvent:
@@ -57,3 +60,57 @@ def test_a_referenced_slot_is_never_reused() -> None:
     assert shared.acquire() is not first
     del held
     assert shared.acquire() is first
+
+
+def test_the_finalizer_does_not_wait_for_a_producer_waiting_on_its_thread() -> None:
+    # The collector runs a dropped prefetcher's finalizer on whichever thread allocates:
+    # here a chunk thread whose load the producer is waiting for.
+    released = threading.Event()
+    stopped: list[int] = []
+
+    def fill(step: int, slot: Slot) -> int:
+        released.wait(timeout=30)
+        return 1
+
+    prefetcher = Prefetcher(
+        fill,
+        range(4),
+        lambda: Slot((2, 3, 1), (2, 1), False),
+        host_delivery,
+        depth=2,
+        timeout=None,
+        name="test-producer",
+        context="test",
+        sample_bytes=16,
+        on_stop=lambda: stopped.append(1),
+    )
+
+    def loading_thread() -> None:
+        prefetcher._finalizer()  # what the collector calls
+        released.set()  # the work the producer waited for
+
+    worker = threading.Thread(target=loading_thread, name="ticktensor-chunk_0")
+    worker.start()
+    worker.join(timeout=10)
+    released.set()
+    assert not worker.is_alive(), "the finalizer waited for the producer"
+    assert stopped == [1]
+    prefetcher._thread.join(timeout=10)
+    assert not prefetcher.alive
+
+
+def test_close_waits_for_the_producer() -> None:
+    prefetcher = Prefetcher(
+        lambda step, slot: 1,
+        range(100),
+        lambda: Slot((2, 3, 1), (2, 1), False),
+        host_delivery,
+        depth=2,
+        timeout=None,
+        name="test-producer",
+        context="test",
+        sample_bytes=16,
+    )
+    next(prefetcher)
+    prefetcher.close()
+    assert not prefetcher.alive
