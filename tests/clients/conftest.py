@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from ticktensor.store import Layout, Store, StoreVersion, open_store
+from tests.one_pack import one_pack_store
+from ticktensor.store import StoreVersion, open_store
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -42,21 +43,15 @@ _DIST_VARS = (
 
 def build_store(path: Path) -> str:
     """The store described above; returns its URL."""
-    store = Store.create(str(path), layout=Layout(chunk_rows=16))
-    rows = [np.arange(n, dtype=np.float32) for n in ROWS]
-    pack = store.write_pack(
-        session="2024-01-02",
-        symbols=[f"S{s}" for s in range(len(ROWS))],
-        offsets=np.cumsum([0, *ROWS]),
-        ts=np.concatenate([np.arange(n, dtype=np.int64) * 10**9 for n in ROWS]),
-        values=np.concatenate(
-            [np.stack([1000 * s + r, np.sin(r), r / r.size], axis=1) for s, r in enumerate(rows)]
-        ).astype(np.float32),
-        feature_names=("id", "sin", "frac"),
-        labels=np.concatenate([np.cos(r)[:, None] for r in rows]).astype(np.float32),
-        label_names=("y",),
+    one_pack_store(
+        path,
+        ROWS,
+        lambda s, r: np.stack([1000 * s + r, np.sin(r), r / r.size], axis=1),
+        lambda r: np.cos(r)[:, None],
+        ("id", "sin", "frac"),
+        ("y",),
+        message="client tests",
     )
-    store.commit(packs=[pack], message="client tests")
     return str(path)
 
 

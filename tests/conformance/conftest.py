@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import ticktensor
+from tests.one_pack import one_pack_store
 from ticktensor.loaders import WindowDataset
-from ticktensor.store import Layout, Store, StoreVersion
+from ticktensor.store import StoreVersion
 
 WINDOW = 4
 # Rows per symbol: 31 + 34 + 27 + 36 windows = 128 samples, so batch sizes 8 and 16 divide
@@ -25,21 +26,15 @@ LoaderFactory = Callable[..., Any]
 
 def build_version(path: Path) -> StoreVersion:
     """Feature 0 of each row is ``1000 * symbol + row``, so ``x[:, 0, 0]`` names a sample."""
-    store = Store.create(str(path), layout=Layout(chunk_rows=16))
-    rows = [np.arange(n, dtype=np.float32) for n in ROWS]
-    pack = store.write_pack(
-        session="2024-01-02",
-        symbols=[f"S{s}" for s in range(len(ROWS))],
-        offsets=np.cumsum([0, *ROWS]),
-        ts=np.concatenate([np.arange(n, dtype=np.int64) * 10**9 for n in ROWS]),
-        values=np.concatenate(
-            [np.stack([1000 * s + r, r / 3], axis=1) for s, r in enumerate(rows)]
-        ).astype(np.float32),
-        feature_names=("id", "frac"),
-        labels=np.concatenate([r[:, None] for r in rows]).astype(np.float32),
-        label_names=("y",),
+    return one_pack_store(
+        path,
+        ROWS,
+        lambda s, r: np.stack([1000 * s + r, r / 3], axis=1),
+        lambda r: r[:, None],
+        ("id", "frac"),
+        ("y",),
+        message="conformance",
     )
-    return store.commit(packs=[pack], message="conformance")
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.one_pack import one_pack_store
 from ticktensor.errors import ConfigError
 from ticktensor.kernels import ThreadPool
 from ticktensor.loaders import (
@@ -24,7 +25,7 @@ from ticktensor.loaders import (
 )
 from ticktensor.loaders.dali import DaliPipeline, dali_available
 from ticktensor.loaders.dataloader import DataLoader
-from ticktensor.store import FeatureStats, Layout, Store, StoreVersion
+from ticktensor.store import FeatureStats, StoreVersion
 
 from .fake_cuda import run_child
 
@@ -36,26 +37,17 @@ NAMES = ("id", "noise", "frac")
 
 
 def build_version(path: Path) -> StoreVersion:
-    store = Store.create(str(path), layout=Layout(chunk_rows=16))
     rng = np.random.default_rng(1)
-    rows = [np.arange(n, dtype=np.float32) for n in ROWS]
-    pack = store.write_pack(
-        session="2024-01-02",
-        symbols=[f"S{s}" for s in range(len(ROWS))],
-        offsets=np.cumsum([0, *ROWS]),
-        ts=np.concatenate([np.arange(n, dtype=np.int64) * 10**9 for n in ROWS]),
-        values=np.concatenate(
-            [
-                np.stack([1000 * s + r, rng.normal(size=r.size), r / 7], axis=1)
-                for s, r in enumerate(rows)
-            ]
-        ).astype(np.float32),
-        feature_names=NAMES,
-        labels=np.concatenate([np.stack([r, -r], axis=1) for r in rows]).astype(np.float32),
-        label_names=("a", "b"),
+    return one_pack_store(
+        path,
+        ROWS,
+        lambda s, r: np.stack([1000 * s + r, rng.normal(size=r.size), r / 7], axis=1),
+        lambda r: np.stack([r, -r], axis=1),
+        NAMES,
+        ("a", "b"),
+        stats=FeatureStats(NAMES, (900.0, 0.25, 3.0), (700.0, 3.0, 0.0), 178, (0, 1)),
+        message="dali tests",
     )
-    stats = FeatureStats(NAMES, (900.0, 0.25, 3.0), (700.0, 3.0, 0.0), 178, (0, 1))
-    return store.commit(packs=[pack], stats=stats, message="dali tests")
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,11 @@ import torch
 from torch.utils.data import TensorDataset
 
 import ticktensor
+from tests.one_pack import one_pack_store
 from ticktensor.errors import ConfigError, SlowPathWarning
 from ticktensor.loaders import FastOptions, SequentialOrder, UniformOrder, WindowDataset
 from ticktensor.loaders.dataloader import DataLoader
-from ticktensor.store import Layout, Store, StoreVersion, open_store
+from ticktensor.store import StoreVersion, open_store
 
 WINDOW = 4
 ROWS = (70, 53, 81)  # three symbols of different lengths: 195 windows of 4 rows
@@ -28,21 +29,15 @@ ROWS = (70, 53, 81)  # three symbols of different lengths: 195 windows of 4 rows
 
 def build_version(path: Path) -> StoreVersion:
     """Feature 0 of each row is ``1000 * symbol + row``: a window's first value names it."""
-    store = Store.create(str(path), layout=Layout(chunk_rows=16))
-    rows = [np.arange(n, dtype=np.float32) for n in ROWS]
-    pack = store.write_pack(
-        session="2024-01-02",
-        symbols=[f"S{s}" for s in range(len(ROWS))],
-        offsets=np.cumsum([0, *ROWS]),
-        ts=np.concatenate([np.arange(n, dtype=np.int64) * 10**9 for n in ROWS]),
-        values=np.concatenate(
-            [np.stack([1000 * s + r, -r, r / 7], axis=1) for s, r in enumerate(rows)]
-        ).astype(np.float32),
-        feature_names=("id", "neg", "frac"),
-        labels=np.concatenate([r[:, None] * 2 for r in rows]).astype(np.float32),
-        label_names=("y",),
+    return one_pack_store(
+        path,
+        ROWS,
+        lambda s, r: np.stack([1000 * s + r, -r, r / 7], axis=1),
+        lambda r: r[:, None] * 2,
+        ("id", "neg", "frac"),
+        ("y",),
+        message="dataloader tests",
     )
-    return store.commit(packs=[pack], message="dataloader tests")
 
 
 @pytest.fixture(scope="module")

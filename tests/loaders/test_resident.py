@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.one_pack import one_pack_store
 from ticktensor.errors import ConfigError
 from ticktensor.kernels import ThreadPool
 from ticktensor.loaders import (
@@ -32,26 +33,19 @@ CHUNK_BYTES = CHUNK_ROWS * 3 * 4
 
 def build_version(path: Path) -> StoreVersion:
     """Three symbols, chunks of 16 rows, with feature statistics for normalization."""
-    store = Store.create(str(path), layout=Layout(chunk_rows=CHUNK_ROWS))
     rng = np.random.default_rng(0)
-    rows = [np.arange(n, dtype=np.float32) for n in ROWS]
-    pack = store.write_pack(
-        session="2024-01-02",
-        symbols=[f"S{s}" for s in range(len(ROWS))],
-        offsets=np.cumsum([0, *ROWS]),
-        ts=np.concatenate([np.arange(n, dtype=np.int64) * 10**9 for n in ROWS]),
-        values=np.concatenate(
-            [
-                np.stack([1000 * s + r, rng.normal(size=r.size), r / 7], axis=1)
-                for s, r in enumerate(rows)
-            ]
-        ).astype(np.float32),
-        feature_names=("id", "noise", "frac"),
-        labels=np.concatenate([r[:, None] * 2 for r in rows]).astype(np.float32),
-        label_names=("y",),
+    names = ("id", "noise", "frac")
+    return one_pack_store(
+        path,
+        ROWS,
+        lambda s, r: np.stack([1000 * s + r, rng.normal(size=r.size), r / 7], axis=1),
+        lambda r: r[:, None] * 2,
+        names,
+        ("y",),
+        chunk_rows=CHUNK_ROWS,
+        stats=FeatureStats(names, (900.0, 0.5, 3.0), (700.0, 2.0, 0.0), 204, (0, 1)),
+        message="resident tests",
     )
-    stats = FeatureStats(("id", "noise", "frac"), (900.0, 0.5, 3.0), (700.0, 2.0, 0.0), 204, (0, 1))
-    return store.commit(packs=[pack], stats=stats, message="resident tests")
 
 
 @pytest.fixture(scope="module")
