@@ -4,6 +4,7 @@ finalizer never waits for the producer."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from ticktensor.loaders._prefetch import Prefetcher, PrefetchStats, Slot, _Shared, host_delivery
 
@@ -62,6 +63,23 @@ def test_a_referenced_slot_is_never_reused() -> None:
     assert shared.acquire() is first
 
 
+def small_prefetcher(
+    fill: Callable[[int, Slot], int], steps: int, on_stop: Callable[[], None] | None = None
+) -> Prefetcher:
+    return Prefetcher(
+        fill,
+        range(steps),
+        lambda: Slot((2, 3, 1), (2, 1), False),
+        host_delivery,
+        depth=2,
+        timeout=None,
+        name="test-producer",
+        context="test",
+        sample_bytes=16,
+        on_stop=on_stop,
+    )
+
+
 def test_the_finalizer_does_not_wait_for_a_producer_waiting_on_its_thread() -> None:
     # The collector runs a dropped prefetcher's finalizer on whichever thread allocates:
     # here a chunk thread whose load the producer is waiting for.
@@ -72,18 +90,7 @@ def test_the_finalizer_does_not_wait_for_a_producer_waiting_on_its_thread() -> N
         released.wait(timeout=30)
         return 1
 
-    prefetcher = Prefetcher(
-        fill,
-        range(4),
-        lambda: Slot((2, 3, 1), (2, 1), False),
-        host_delivery,
-        depth=2,
-        timeout=None,
-        name="test-producer",
-        context="test",
-        sample_bytes=16,
-        on_stop=lambda: stopped.append(1),
-    )
+    prefetcher = small_prefetcher(fill, 4, on_stop=lambda: stopped.append(1))
 
     def loading_thread() -> None:
         prefetcher._finalizer()  # what the collector calls
@@ -100,17 +107,7 @@ def test_the_finalizer_does_not_wait_for_a_producer_waiting_on_its_thread() -> N
 
 
 def test_close_waits_for_the_producer() -> None:
-    prefetcher = Prefetcher(
-        lambda step, slot: 1,
-        range(100),
-        lambda: Slot((2, 3, 1), (2, 1), False),
-        host_delivery,
-        depth=2,
-        timeout=None,
-        name="test-producer",
-        context="test",
-        sample_bytes=16,
-    )
+    prefetcher = small_prefetcher(lambda step, slot: 1, 100)
     next(prefetcher)
     prefetcher.close()
     assert not prefetcher.alive
