@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import queue
 import sys
 import threading
@@ -287,8 +288,42 @@ class _Shared:
         return False
 
 
+#: Producer threads still running, by their shared state: stopped and joined at exit.
+_RUNNING: dict[int, tuple[_Shared, threading.Thread]] = {}
+_RUNNING_LOCK = threading.Lock()
+_EXIT_JOIN_S: Final = 5.0
+
+
+def _stop_running_at_exit() -> None:
+    """Stop and join the producers still running (a pass the consumer left unfinished,
+    one whose finalizer did not wait): a daemon thread still in a native call when the
+    interpreter finalizes is ended by ``pthread_exit``, and unwinding through C++ frames
+    that must not throw aborts the process ("terminate called without an active
+    exception")."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING.values())
+    for shared, _ in running:
+        shared.stop.set()
+    for _, thread in running:
+        if thread is not threading.current_thread():
+            thread.join(timeout=_EXIT_JOIN_S)
+
+
+atexit.register(_stop_running_at_exit)
+
+
 def _produce(shared: _Shared) -> None:
-    """Body of the producer thread: fill, deliver and queue every step, then an end mark."""
+    """Body of the producer thread (see :func:`_fill_all`), listed in :data:`_RUNNING`
+    while it runs."""
+    try:
+        _fill_all(shared)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.pop(id(shared), None)
+
+
+def _fill_all(shared: _Shared) -> None:
+    """Fill, deliver and queue every step, then an end mark."""
     enter = getattr(shared.deliver, "enter_thread", None)
     if enter is not None:
         enter()
@@ -430,7 +465,14 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         )
         self._finalizer = weakref.finalize(self, _stop, self._shared, self._thread, on_stop)
         self._on_stop = on_stop
-        self._thread.start()
+        with _RUNNING_LOCK:
+            _RUNNING[id(self._shared)] = (self._shared, self._thread)
+        try:
+            self._thread.start()
+        except BaseException:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(id(self._shared), None)
+            raise
 
     def __next__(self) -> tuple[Any, ...]:
         if self._done:

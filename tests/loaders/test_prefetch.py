@@ -3,6 +3,8 @@ finalizer never waits for the producer."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 
@@ -111,3 +113,40 @@ def test_close_waits_for_the_producer() -> None:
     next(prefetcher)
     prefetcher.close()
     assert not prefetcher.alive
+
+
+EXIT_SCRIPT = """
+import atexit, sys, threading, time
+seen = {}
+# Registered before ticktensor's own exit handler, so it runs after it.
+atexit.register(lambda: print("alive" if seen["thread"].is_alive() else "joined"))
+from ticktensor.loaders._prefetch import Prefetcher, Slot, host_delivery
+
+def fill(step, slot):
+    time.sleep(0.5)
+    return 1
+
+prefetcher = Prefetcher(fill, range(100), lambda: Slot((2, 3, 1), (2, 1), False),
+                        host_delivery, depth=2, timeout=None, name="ticktensor-test",
+                        context="test", sample_bytes=16)
+next(prefetcher)
+seen["thread"] = prefetcher._thread
+# The collector ran the finalizer on one of ticktensor's threads: told to stop, not joined.
+finalizing = threading.Thread(target=prefetcher._finalizer, name="ticktensor-chunk_0")
+finalizing.start()
+finalizing.join()
+sys.exit(0)  # while the producer is still in its fill
+"""
+
+
+def test_a_producer_left_running_is_stopped_and_joined_at_exit() -> None:
+    # A daemon thread still in a native call when the interpreter finalizes aborts it.
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["joined"]
