@@ -552,9 +552,19 @@ class Prefetcher(Iterator[tuple[Any, ...]]):
         return self._thread.is_alive()
 
     def close(self) -> None:
-        """Stop and join the background thread and drop the batches it queued."""
+        """Stop and join the background thread and drop the batches it queued.
+
+        With reader fences, the slots' memory is let go only once every copy queued from
+        it has run: the batches the consumer dropped since its last ``next()`` are fenced
+        here, and every pending fence is waited for.
+        """
         self._done = True
         if self.stats.ended is None:
             self.stats.ended = time.perf_counter()
         if self._finalizer.detach() is not None:
             _stop(self._shared, self._thread, self._on_stop, wait=True)
+            self._reclaim()
+            for slot in self._shared.slots:
+                if slot.fence is not None:
+                    slot.fence.synchronize()
+                    slot.fence = None
