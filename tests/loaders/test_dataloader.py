@@ -412,7 +412,9 @@ def test_keyboard_interrupt_leaves_no_thread(version: StoreVersion) -> None:
     with pytest.raises(KeyboardInterrupt):
         consume()
     assert_no_loader_thread()
-    # And while the consumer is blocked waiting for a batch.
+    # And while the consumer is blocked waiting for a batch. The first loader is collected
+    # first: an interrupt that lands in a finalizer the collector runs is swallowed there.
+    gc.collect()
     slow = SlowDataset(version, WINDOW)
     timer = threading.Timer(0.1, _thread.interrupt_main)
     timer.start()
