@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import _thread
 import gc
+import signal
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -403,6 +405,16 @@ class FailingDataset(WindowDataset):
         self.runtime.gather_batch = failing  # type: ignore[method-assign]
 
 
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler during the test, whatever handler an earlier test's
+    library left installed (a simulated interrupt goes to the handler in place)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("python_sigint")
 def test_keyboard_interrupt_leaves_no_thread(version: StoreVersion) -> None:
     def consume() -> None:
         for _ in DataLoader(dataset, batch_size=4):
