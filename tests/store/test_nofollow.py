@@ -83,14 +83,9 @@ PATHS = [
 def test_open_folder_as_the_walk(
     tmp_path: Path, walk_only: Callable[[bool], None], rel: str, create: bool
 ) -> None:
-    outcomes = []
-    for only in (True, False):
-        root = tmp_path / f"walk-{only}"
-        _tree(root)
-        walk_only(only)
-        outcomes.append(_outcome(partial(open_folder, str(root), rel, create=create), root, rel))
-    assert outcomes[0] == outcomes[1]
-    assert outcomes[0][0] != "opened" or outcomes[0][1] == "True"
+    _assert_same_both_ways(
+        tmp_path, walk_only, rel, lambda root: partial(open_folder, str(root), rel, create=create)
+    )
 
 
 @pytest.mark.parametrize("rel", PATHS)
@@ -102,12 +97,24 @@ def test_open_folder_as_the_walk(
 def test_open_below_as_the_walk(
     tmp_path: Path, walk_only: Callable[[bool], None], rel: str, flags: int
 ) -> None:
+    _assert_same_both_ways(
+        tmp_path, walk_only, rel, lambda root: partial(open_below, str(root), rel, flags)
+    )
+
+
+def _assert_same_both_ways(
+    tmp_path: Path,
+    walk_only: Callable[[bool], None],
+    rel: str,
+    opener: Callable[[Path], Callable[[], int]],
+) -> None:
+    """The walk alone and openat2 first give the same outcome on the same tree."""
     outcomes = []
     for only in (True, False):
         root = tmp_path / f"walk-{only}"
         _tree(root)
         walk_only(only)
-        outcomes.append(_outcome(partial(open_below, str(root), rel, flags), root, rel))
+        outcomes.append(_outcome(opener(root), root, rel))
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] != "opened" or outcomes[0][1] == "True"
 
