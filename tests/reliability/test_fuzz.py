@@ -30,6 +30,7 @@ READERS = [
 READERS += ["lobster-message", "lobster-orderbook", "tardis", "parquet", "parquet-quotes", "arrow"]
 STORE = ["manifest", "log-entry", "store-pointer", "store-header", "zarr-group-json"]
 STORE += ["zarr-array-json", "zarr-chunk-zstd", "zarr-chunk-lz4", "store-table"]
+STORE += ["pack-json", "pack-shard-none", "pack-shard-zstd", "pack-shard-lz4"]
 SETTINGS = settings(
     max_examples=12,
     deadline=None,

@@ -121,12 +121,15 @@ def fuzz(
     timeout_s: float = 10.0,
     save_dir: Path | None = None,
 ) -> FuzzResult:
-    """Run ``target`` on inputs until ``budget_s`` seconds or ``max_inputs`` inputs.
+    """Run ``target`` on inputs until its share of ``budget_s`` seconds
+    (:attr:`FuzzTarget.share`) or ``max_inputs`` inputs.
 
     ``timeout_s`` bounds one input (enforced with ``SIGALRM`` when called from the main
     thread). Returns counts of accepted and cleanly rejected inputs and the findings.
     """
     rng = np.random.default_rng([seed, int.from_bytes(target.name.encode()[:8], "little")])
+    if budget_s is not None:
+        budget_s *= target.share
     make = _inputs(target, rng)
     result = FuzzResult(target.name)
     alarm = threading.current_thread() is threading.main_thread()
