@@ -391,6 +391,10 @@ def pack_chunk_map(
     columns = int(np.prod(shape[1:])) if len(shape) > 1 else 1
     hashes = recorded_chunk_hashes(location, record, array)
     n_chunks = -(-record.rows // chunk_rows)
+    if len(hashes) < n_chunks:
+        raise StoreCorruptError(
+            f"{where}: chunk_sha256 holds {len(hashes)} hashes of {array!r}, for {n_chunks} chunks"
+        )
     crcs = recorded_crcs(meta, n_chunks, where, required=index.crc32c)
     per_shard = shard_rows // chunk_rows
     suffix = "/0" * (len(shape) - 1)
@@ -471,12 +475,25 @@ def recorded_chunk_hashes(location: Location, record: PackRecord, array: str) ->
     where = f"pack {record.session} ({location.display(record.path)})"
     if "chunk_sha256/zarr.json" not in record.files:
         raise StoreCorruptError(f"{where}: the record lists no chunk_sha256 array")
-    meta = json.loads(_checked_read(location, record, "chunk_sha256/zarr.json"))
-    names = list(meta.get("attributes", {}).get("arrays", []))
-    shape = [int(n) for n in meta["shape"]]
-    if array not in names or len(shape) != 3 or shape[2] != 32:
+    document = _checked_read(location, record, "chunk_sha256/zarr.json")
+    try:
+        meta = json.loads(document)
+        names = list(meta["attributes"]["arrays"])
+        shape = [int(n) for n in meta["shape"]]
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise StoreCorruptError(
+            f"{where}: unreadable chunk_sha256 metadata ({exc!r})",
+            [(f"{record.path}/chunk_sha256/zarr.json", "malformed")],
+        ) from None
+    if array not in names or len(shape) != 3 or shape[0] != len(names) or shape[2] != 32:
         raise StoreCorruptError(f"{where}: chunk_sha256 holds no hashes of {array!r}")
     raw = _checked_read(location, record, "chunk_sha256/c/0/0/0")
+    if len(raw) != shape[0] * shape[1] * 32:
+        raise StoreCorruptError(
+            f"{where}: chunk_sha256 holds {len(raw)} bytes; its shape {shape} says "
+            f"{shape[0] * shape[1] * 32}",
+            [(f"{record.path}/chunk_sha256/c/0/0/0", "wrong size")],
+        )
     table = np.frombuffer(raw, dtype=np.uint8).reshape(shape)
     return [bytes(row).hex() for row in table[names.index(array)]]
 

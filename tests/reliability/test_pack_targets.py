@@ -161,20 +161,40 @@ def _skip_the_content_hash(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(ValueError, AttributeError, IndexError),
-    reason="store/_packs.py recorded_chunk_hashes parses chunk_sha256/zarr.json unguarded: "
-    "malformed JSON is a JSONDecodeError, a non-object an AttributeError; once it is a "
-    "StoreCorruptError, add chunk_sha256/zarr.json to _PACK_DOCUMENTS in targets.py",
+@pytest.mark.parametrize(
+    "case",
+    [
+        "malformed",
+        "not-an-object",
+        "attributes-a-list",
+        "shape-off-its-table",
+        "table-short",
+        "too-few-hashes",
+    ],
 )
-@pytest.mark.parametrize("document", [b"{", b"[]"], ids=["malformed", "not-an-object"])
-def test_a_malformed_chunk_hash_document_is_a_store_error(tmp_path: Path, document: bytes) -> None:
+def test_a_malformed_chunk_hash_document_is_a_store_error(tmp_path: Path, case: str) -> None:
     # The pack's record rewritten to vouch for the document (an attacker with write
-    # access, or a writer bug): the reader must say the store is corrupt.
+    # access, or a writer bug): the reader must say the store is corrupt. Each case was
+    # another exception (JSONDecodeError, AttributeError, ValueError, IndexError) before.
     store = pack_store(tmp_path / "s", rows=40, chunk_rows=16)
     (record,) = store.version().packs
-    rewrite_pack_file(tmp_path / "s", record.path, "chunk_sha256/zarr.json", document)
+    meta = json.loads((tmp_path / "s" / record.path / "chunk_sha256/zarr.json").read_bytes())
+    arrays, chunks = meta["shape"][0], meta["shape"][1]
+    document = {
+        "malformed": b"{",
+        "not-an-object": b"[]",
+        "attributes-a-list": json.dumps({**meta, "attributes": []}).encode(),
+        "shape-off-its-table": json.dumps({**meta, "shape": [arrays, chunks + 1, 32]}).encode(),
+        "table-short": None,
+        "too-few-hashes": json.dumps({**meta, "shape": [arrays, chunks - 1, 32]}).encode(),
+    }[case]
+    if case == "table-short":
+        rewrite_pack_file(tmp_path / "s", record.path, "chunk_sha256/c/0/0/0", b"\x07" * 64)
+    elif case == "too-few-hashes":
+        size = arrays * (chunks - 1) * 32  # a table that matches the smaller shape
+        rewrite_pack_file(tmp_path / "s", record.path, "chunk_sha256/c/0/0/0", b"\x07" * size)
+    if document is not None:
+        rewrite_pack_file(tmp_path / "s", record.path, "chunk_sha256/zarr.json", document)
     version = Store.open(str(tmp_path / "s")).version()
-    with pytest.raises(StoreCorruptError):
+    with pytest.raises(StoreCorruptError, match="chunk_sha256"):
         version.read_pack(version.packs[0])

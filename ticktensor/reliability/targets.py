@@ -479,7 +479,13 @@ def _store_targets() -> list[FuzzTarget | None]:
 #: ``zarr.json`` is not among them: its parser lets malformed documents through as
 #: ``JSONDecodeError``, ``AttributeError``, ``ValueError`` or ``IndexError`` (a strict
 #: xfail in tests/reliability/test_pack_targets.py says when it no longer does).
-_PACK_DOCUMENTS: Final = ("zarr.json", "values/zarr.json", "ts/zarr.json", "labels/zarr.json")
+_PACK_DOCUMENTS: Final = (
+    "zarr.json",
+    "values/zarr.json",
+    "ts/zarr.json",
+    "labels/zarr.json",
+    "chunk_sha256/zarr.json",
+)
 #: The shard the ``pack-shard-*`` targets replace: every inner chunk of ``values``.
 _VALUES_SHARD: Final = "values/c/0/0"
 #: Each pack target's share of a run's time per target: the four take two targets' time
