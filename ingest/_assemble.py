@@ -37,6 +37,7 @@ from ticktensor.ingest._stored import (
     carried_rows,
     merge_events,
     merge_features,
+    preceding_rows,
 )
 from ticktensor.schemas import REFERENCE_KINDS, EventKind, FeatureSpec
 from ticktensor.store import (
@@ -153,8 +154,8 @@ def assemble(task: AssembleTask) -> AssembleResult:
     partial = task.partition != "day" and task.stored is not None
     held_rows = {k: stored.events(base, k) for k in kinds} if partial else {}
     parts = task.parts if task.partition == "day" else _joined_parts(task)
-    parts, carried = _carry(task, parts, held_rows) if partial else (parts, 0)
-    session = StagedSession(task.staging, parts, task.block_rows)
+    parts, before, carried = _carry(task, parts, held_rows) if partial else (parts, {}, 0)
+    session = StagedSession(task.staging, parts, task.block_rows, before)
     market = [k for k in kinds if k not in REFERENCE_KINDS]
     spec = task.spec if market else None
     blocks = len(session.blocks)
@@ -261,7 +262,10 @@ def assemble(task: AssembleTask) -> AssembleResult:
             files[kind] = [task.sources[u] for u in sorted(stored_rows)]
             kind_rows = taken[kind].result()
             events[kind] = kind_rows.encoder or merge_events(
-                pa.concat_tables(kind_rows.tables), held[kind].result(), partial=partial
+                pa.concat_tables(kind_rows.tables),
+                held[kind].result(),
+                partial=partial,
+                preceded=kind in before,
             )
         if duplicates:
             out.duplicates = pa.concat_tables(duplicates)
@@ -332,15 +336,25 @@ def _file_tag(rel: str) -> str:
 
 def _carry(
     task: AssembleTask, parts: dict[EventKind, list[str]], held: dict[EventKind, pa.Table | None]
-) -> tuple[dict[EventKind, list[str]], int]:
-    """``parts`` and, per kind, a part of the stored rows the task carries in (see
-    :func:`~ticktensor.ingest._stored.carried_rows`); and how many rows they are."""
-    parts, carried = dict(parts), 0
+) -> tuple[dict[EventKind, list[str]], dict[EventKind, pa.Table], int]:
+    """The stored rows the task carries in (see
+    :func:`~ticktensor.ingest._stored.carried_rows`), and how many they are: per kind,
+    those that come before every row of the job (days appended after the stored ones)
+    as they are, for the merge to put in front of the job's rows; others as one more
+    staged part of ``parts``."""
+    parts, before, carried = dict(parts), {}, 0
     for kind, rels in parts.items():
         stored = held.get(kind)
         if stored is None or stored.num_rows == 0:
             continue
-        rows = carried_rows([task.staging.read([rel]) for rel in rels], stored)
+        job = [task.staging.read([rel]) for rel in rels]
+        preceding = preceding_rows(job, stored)
+        if preceding is not None:
+            if preceding.num_rows:
+                before[kind] = preceding
+            carried += preceding.num_rows
+            continue
+        rows = carried_rows(job, stored)
         if rows.num_rows == 0:
             continue
         symbol = rows.schema.get_field_index("symbol")
@@ -353,7 +367,7 @@ def _carry(
         rel = task.staging.write_part(kind, task.session, "~stored", rows)
         parts[kind] = [*rels, rel]
         carried += rows.num_rows
-    return parts, carried
+    return parts, before, carried
 
 
 def _take_rows(

@@ -3,6 +3,7 @@ time) one block of symbols at a time, cross-file duplicates taken out."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -14,6 +15,7 @@ import pyarrow.compute as pc
 
 from ticktensor.ingest import _quarantine
 from ticktensor.ingest._staging import Staging
+from ticktensor.ingest._stored import STORED_SOURCE
 from ticktensor.ingest._symbols import keyed_symbols
 from ticktensor.kernels import order_by_key, take_rows
 from ticktensor.schemas import EventKind, conform, schema_for
@@ -83,9 +85,23 @@ class StagedSession:
     symbol once, ties in input order (file, then row), and a block gathers its rows
     from the parts with one take, the parts as they are: not first joined into one copy
     of the session, which no block could start before.
+
+    ``before`` holds, per kind, stored rows of the session's symbols that come before
+    each of their symbol's staged rows (canonical, grouped by symbol in symbol order,
+    each symbol's in increasing time, none a duplicate of another: see
+    :func:`~ticktensor.ingest._stored.preceding_rows`). A block's merge puts them in
+    front of its symbols' staged rows as they are, rows of the input
+    :data:`~ticktensor.ingest._stored.STORED_SOURCE`: what merging them as one more
+    staged part gives, without sorting them or looking for duplicates among them again.
     """
 
-    def __init__(self, staging: Staging, parts: dict[EventKind, list[str]], block_rows: int):
+    def __init__(
+        self,
+        staging: Staging,
+        parts: dict[EventKind, list[str]],
+        block_rows: int,
+        before: Mapping[EventKind, pa.Table] | None = None,
+    ):
         tables = {kind: [staging.read([rel]) for rel in rels] for kind, rels in parts.items()}
         keyed, self.names = keyed_symbols(
             [t.column("symbol") for of_kind in tables.values() for t in of_kind]
@@ -103,6 +119,10 @@ class StagedSession:
             self._staged[kind] = _staged(of_kind, order, of_symbol)
             # Held here now, the parts in memory no longer count against staging's budget.
             staging.release(parts[kind])
+        self._before: dict[EventKind, _Before] = {}
+        for kind, rows in (before or {}).items():
+            self._before[kind] = _Before.of(rows, self._dictionary)
+            counts += np.diff(self._before[kind].offsets)
         self.blocks = _blocks(counts, block_rows)
         #: Rows of every kind of the session.
         self.rows = int(counts.sum())
@@ -115,6 +135,14 @@ class StagedSession:
         canonical column to an earlier row are duplicates (see :func:`_duplicates`);
         ``strict`` raises on the first one instead.
         """
+        merged = self._merge_staged(kind, block, strict)
+        before = self._before.get(kind)
+        if before is None:
+            return merged
+        return before.put_in_front(merged, *self.blocks[block])
+
+    def _merge_staged(self, kind: EventKind, block: int, strict: bool) -> Merged:
+        """The staged rows of ``kind`` of the symbols of ``block``, merged."""
         staged = self._staged[kind]
         first, end = self.blocks[block]
         lo, hi = (int(staged.offsets[s]) for s in (first, end))
@@ -158,6 +186,45 @@ class StagedSession:
         stored = {s: int(n) for s, n in zip(sources.to_pylist(), counts, strict=True) if n}
         symbols = pa.DictionaryArray.from_arrays(pa.array(codes), dictionary)
         return Merged(table.drop_columns(list(EXTRA)), symbols, stored, duplicates)
+
+
+@dataclass(frozen=True)
+class _Before:
+    """One kind's stored rows that come before the staged rows of their symbols."""
+
+    table: pa.Table
+    """Canonical columns, grouped by symbol in symbol order."""
+    codes: npt.NDArray[np.uint32]
+    """Each row's symbol, as its number among the session's sorted symbols."""
+    offsets: npt.NDArray[np.int64]
+    """Where each of the session's symbols' rows start in :attr:`table` (one more: the end)."""
+
+    @classmethod
+    def of(cls, table: pa.Table, dictionary: pa.Array) -> _Before:
+        """``table``'s rows, numbered by symbol among ``dictionary`` (which holds each)."""
+        found = pc.index_in(table.column("symbol"), value_set=dictionary)
+        if found.null_count:
+            raise ValueError("stored rows to put in front of a session's have other symbols")
+        codes = np.asarray(found.to_numpy(), dtype=np.uint32)
+        counts = np.bincount(codes, minlength=len(dictionary))
+        return cls(table, codes, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+
+    def put_in_front(self, merged: Merged, first: int, end: int) -> Merged:
+        """``merged`` (the staged rows of the symbols ``first`` to ``end``) with these
+        rows of the same symbols in front of each symbol's: one table, each column one
+        array, as a merge of them with the staged rows gives it."""
+        lo, hi = int(self.offsets[first]), int(self.offsets[end])
+        if lo == hi:
+            return merged
+        codes = np.concatenate([self.codes[lo:hi], merged.symbols.indices.to_numpy()])
+        table = pa.concat_tables([self.table.slice(lo, hi - lo), merged.table])
+        if np.any(codes[1:] < codes[:-1]):  # several symbols: each one's rows together
+            order = np.argsort(codes, kind="stable")
+            table, codes = _take(table, order), codes[order]
+        table = table.combine_chunks()
+        symbols = pa.DictionaryArray.from_arrays(pa.array(codes), merged.symbols.dictionary)
+        stored = {STORED_SOURCE: hi - lo, **merged.stored}
+        return Merged(table, symbols, stored, merged.duplicates)
 
 
 def _staged(

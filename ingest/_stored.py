@@ -13,6 +13,12 @@ are carried into the job (:func:`carried_rows`), as rows of the input
 :data:`STORED_SOURCE`, so that each symbol's features are computed over the whole
 partition, one continuous series; a symbol's rows conflict only where the job and the
 store both hold rows of it on a day (``partial`` merges).
+
+The common append, days after the partition's stored ones, carries every stored row of
+the job's symbols, and each of them comes before every row of the job
+(:func:`preceding_rows` says when, exactly): the merge then puts them in front of the
+job's rows as they are, without sorting, checking or comparing them again (``preceded``
+merges), and gives what it gives for any carried rows.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ __all__ = [
     "carried_rows",
     "merge_events",
     "merge_features",
+    "preceding_rows",
 ]
 
 #: The input file named by stored rows carried into a job (never one of its inputs).
@@ -192,16 +199,48 @@ def carried_rows(job: list[pa.Table], stored: pa.Table) -> pa.Table:
     """The ``stored`` rows of a partition's kind that the job keeps beside its own: those
     of the job's symbols (of ``job``, its staged parts of the kind) on days the job has no
     rows of the symbol. Vectorized: a (symbol, day) key per row, one membership test."""
-    symbols = pc.unique(
-        pa.chunked_array(
-            [c.cast(pa.string()) for t in job for c in t.column("symbol").chunks], pa.string()
-        )
-    )
+    symbols = _symbols_of(job)
     job_keys = [_day_keys(t.column("symbol"), t.column("ts_event"), symbols) for t in job]
     held = _day_keys(stored.column("symbol"), stored.column("ts_event"), symbols)
     # Rows of other symbols have no key (-1): never the job's, never carried.
     mask = (held >= 0) & ~np.isin(held, np.concatenate([np.empty(0, np.int64), *job_keys]))
     return stored.filter(pa.array(mask))
+
+
+def preceding_rows(job: list[pa.Table], stored: pa.Table) -> pa.Table | None:
+    """The rows :func:`carried_rows` gives when each of them comes before every row of
+    the job: the ``stored`` rows of the job's symbols, if they are grouped by symbol in
+    symbol order, each symbol's in strictly increasing time, and the last of them falls
+    on a UTC day before the first day of ``job`` (its staged parts of the kind); else None.
+
+    Days appended after a partition's stored days give them. A merge of the job's rows
+    with them then puts each symbol's stored rows in front of its job rows, in their
+    stored order: no job row ties in time with (or duplicates) a stored row, no stored
+    row duplicates another (their times differ), and no day holds rows of both, so none
+    of the job's symbols conflicts with its stored rows. A job with rows on a stored day,
+    or before one, gets None: its rows go through the merge that sorts and compares.
+    """
+    symbols = _symbols_of(job)
+    names = symbols.take(pc.array_sort_indices(symbols))  # in UTF-8 byte (Python's) order
+    index = pc.index_in(stored.column("symbol").cast(pa.string()), value_set=names)
+    rows = stored.filter(index.is_valid()) if index.null_count else stored
+    if rows.num_rows == 0:
+        return rows
+    # Each row's symbol as its rank among the job's sorted symbols.
+    codes = np.asarray(index.drop_null().to_numpy(), dtype=np.int64)
+    ts = _ts(rows)
+    before, after = slice(None, -1), slice(1, None)
+    same_symbol = codes[after] == codes[before]
+    if np.any(codes[after] < codes[before]) or np.any(same_symbol & (ts[after] <= ts[before])):
+        return None
+    first = min(int(_ts(t).min()) for t in job if t.num_rows)
+    return rows if int(ts.max()) // DAY_NS < first // DAY_NS else None
+
+
+def _symbols_of(job: list[pa.Table]) -> pa.Array:
+    """The symbols with rows in ``job`` (staged parts), each once."""
+    chunks = [c.cast(pa.string()) for t in job for c in t.column("symbol").chunks]
+    return pc.unique(pa.chunked_array(chunks, pa.string()))
 
 
 #: Days since the epoch of int64 nanoseconds lie in [-_DAYS, _DAYS): a key's day field.
@@ -243,12 +282,16 @@ def _ts(table: pa.Table) -> npt.NDArray[np.int64]:
 
 
 def merge_events(
-    job: pa.Table, stored: pa.Table | None, *, partial: bool = False
+    job: pa.Table, stored: pa.Table | None, *, partial: bool = False, preceded: bool = False
 ) -> Merge[pa.Table]:
     """``job``'s rows (canonical, sorted by symbol) over the ``stored`` rows of its kind.
 
     ``partial``: the session is a partition the job has some days of; a symbol's rows
-    conflict only on the days both hold rows of it.
+    conflict only on the days both hold rows of it. ``preceded``: moreover, each of the
+    job's symbols with stored rows has them all in front of its own rows, as stored
+    (the merge of a job with the :func:`preceding_rows` of its kind): its rows differ
+    from the stored ones (it has more) and agree with them on every day both hold, so
+    they are not compared.
     """
     if stored is None or stored.num_rows == 0:
         return Merge(job, (), (), stored is not None and job.num_rows == 0)
@@ -257,6 +300,8 @@ def merge_events(
     (job_symbols, job_offsets), (held_symbols, held_offsets) = _runs(job), _runs(stored)
 
     def same(i: int, j: int) -> tuple[bool, bool]:
+        if preceded and partial:
+            return False, False
         a = job.slice(job_offsets[i], job_offsets[i + 1] - job_offsets[i])
         b = stored.slice(held_offsets[j], held_offsets[j + 1] - held_offsets[j])
         if _same_table(a, b):
@@ -306,6 +351,8 @@ def merge_features(
         )
         if equal or not partial or not same_names:
             return equal, not equal
+        if _extends(job.ts[a], job.values[a], held.ts[b], held.values[b]):
+            return False, False  # what the days both hold (the stored ones) would say
         in_a, in_b = _common_days(job.ts[a], held.ts[b])
         ts_a, ts_b = job.ts[a][in_a], held.ts[b][in_b]
         values_a, values_b = job.values[a][in_a], held.values[b][in_b]
@@ -336,6 +383,25 @@ def merge_features(
         _joined([_labels(sources[s])[lo:hi] for s, lo, hi in pieces]),
     )
     return Merge(rows, conflicts, kept, unchanged)
+
+
+def _extends(
+    ts_a: npt.NDArray[np.int64],
+    values_a: npt.NDArray[np.float32],
+    ts_b: npt.NDArray[np.int64],
+    values_b: npt.NDArray[np.float32],
+) -> bool:
+    """Whether rows ``a`` are rows ``b`` (times and values, NaN equal to NaN) followed by
+    rows on UTC days after the last of ``b``: then the rows of the days both hold are
+    ``b`` and the first ``len(b)`` rows of ``a``, equal (an appended day's features: a
+    feature of a row never sees the rows after it)."""
+    n = len(ts_b)
+    return (
+        0 < n < len(ts_a)
+        and np.array_equal(ts_a[:n], ts_b)
+        and int(ts_a[n:].min()) // DAY_NS > int(ts_b.max()) // DAY_NS
+        and np.array_equal(values_a[:n], values_b, equal_nan=True)
+    )
 
 
 def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
