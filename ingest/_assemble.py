@@ -48,6 +48,7 @@ from ticktensor.store import (
     PackWriter,
     SourceFile,
     Store,
+    StoreVersion,
     TableEncoder,
     TableRecord,
 )
@@ -98,6 +99,9 @@ class AssembleTask:
     partition: Partition = "day"
     #: Sessions of at most this many rows (every kind) are assembled on the task's thread.
     inline_rows: int = INLINE_ROWS
+    #: The job's store and the version it builds on, when the task runs in the job's
+    #: process (not opened again); None in a worker process, which opens them.
+    opened: tuple[Store, StoreVersion] | None = None
 
 
 @dataclass
@@ -144,8 +148,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
     block at a time as their features are computed. Either is written only once nothing
     can refuse the session.
     """
-    store = Store.open(task.store_url)
-    base = store.version(task.base_version)
+    store, base = task.opened or _open(task)
     stored = task.stored or StoredSession(task.session)
     out = AssembleResult(task.session)
     kinds = sorted(task.parts)
@@ -303,6 +306,12 @@ def assemble(task: AssembleTask) -> AssembleResult:
             _pack(task, spec, store, stored, features, sources, out, carried)
         out.tables = [w.result() for w in written]
     return out
+
+
+def _open(task: AssembleTask) -> tuple[Store, StoreVersion]:
+    """The task's store and the version its job builds on, opened by the task."""
+    store = Store.open(task.store_url)
+    return store, store.version(task.base_version)
 
 
 def _joined_parts(task: AssembleTask) -> dict[EventKind, list[str]]:

@@ -283,19 +283,28 @@ def ingest(
     sources = expand_inputs(list(inputs))
     planned, reports = _plan(sources, options.format)
     store = Store.create(out, layout=options.layout, exist_ok=True)
-    base = store.latest_version()
     kind, workers = _engine(options, planned, store.url)
     staging = _staging(store.location, kind)
     try:
         with make_engine(kind, workers) as engine:
             files = _phase_convert(engine, planned, staging, options, progress)
-            current = store.version(base)  # what the job builds on, read once
+            current = store.version()  # the latest: what the job builds on, read once
             partition = _partition(current, options, files)
             if not options.replace:
                 _check_unpacked(current, files, partition)
             spec = _spec(current, options, files)
             results = _phase_assemble(
-                engine, workers, files, staging, store, current, spec, options, partition, progress
+                engine,
+                workers,
+                files,
+                staging,
+                store,
+                current,
+                spec,
+                options,
+                partition,
+                progress,
+                in_process=kind == "local",
             )
         version, published, examples = _publish(
             store, current, files, results, spec, staging, options, partition
@@ -544,7 +553,11 @@ def _phase_assemble(
     options: IngestOptions,
     partition: Partition,
     progress: bool,
+    *,
+    in_process: bool,
 ) -> list[AssembleResult]:
+    """Each session's task on ``engine``; tasks ``in_process`` (threads of this process)
+    share the job's ``store`` and ``current`` version instead of opening them again."""
     provenance = {f.file: SourceFile(path=f.file, sha256=f.sha256, bytes=f.bytes) for f in files}
     # A partition is a coarser session: its parts are those of its days.
     groups = group_parts(
@@ -570,6 +583,7 @@ def _phase_assemble(
             BLOCK_ROWS,
             partition,
             INLINE_ROWS,
+            (store, current) if in_process else None,
         )
         for session, parts in groups.items()
     ]
