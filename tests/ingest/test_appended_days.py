@@ -14,12 +14,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tests.ingest.store_contents import data_files, version_records
 from ticktensor.errors import VersionConflictError
-from ticktensor.ingest import IngestOptions, IngestResult, _assemble, _merge, ingest
+from ticktensor.ingest import IngestOptions, IngestResult, _assemble, _job, _merge, ingest
 from ticktensor.ingest._stored import preceding_rows
 from ticktensor.ingest.readers import ReadOptions
 from ticktensor.schemas import EventKind
@@ -65,7 +65,9 @@ def _outcome(result: IngestResult) -> dict[str, Any]:
     }
 
 
-def _ingest(jobs: list[list[Path]], store: Path, partition: str, replace: bool) -> list[Any]:
+def _ingest(
+    jobs: list[list[Path]], store: Path, partition: str, replace: bool, workers: int
+) -> list[Any]:
     """Each job in turn (the first builds the history): its outcome, or the refusal."""
     outcomes: list[Any] = []
     for number, inputs in enumerate(jobs):
@@ -74,7 +76,7 @@ def _ingest(jobs: list[list[Path]], store: Path, partition: str, replace: bool) 
             read=read,
             partition=partition,  # type: ignore[arg-type]
             replace=replace and number > 0,
-            workers=1,
+            workers=workers,
         )
         try:
             result = ingest([str(p) for p in inputs], str(store), options, progress=False)
@@ -90,17 +92,29 @@ def _never(job: list[pa.Table], stored: pa.Table) -> None:
 
 
 def _both(
-    work: Path, jobs: list[list[Path]], partition: str, replace: bool = False
+    work: Path,
+    jobs: list[list[Path]],
+    partition: str,
+    replace: bool = False,
+    block_rows: int | None = None,
 ) -> tuple[list[Any], int]:
     """The jobs into a store as ingest writes it and into another through the merge
     that sorts and compares every carried row: asserts the two hold the same bytes and
     records and that the jobs report the same; their outcomes and how many blocks took
-    the short merge."""
-    with _short_merges() as taken:
-        outcomes = _ingest(jobs, work / "short", partition, replace)
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(_assemble, "preceding_rows", _never)
-        assert _ingest(jobs, work / "full", partition, replace) == outcomes
+    the short merge. ``block_rows``: sessions cut into blocks of about so many rows, on
+    two threads, instead of small sessions on their task's thread."""
+    with contextlib.ExitStack() as stack:
+        workers = 1
+        if block_rows is not None:
+            m = stack.enter_context(pytest.MonkeyPatch.context())
+            m.setattr(_job, "BLOCK_ROWS", block_rows)
+            m.setattr(_job, "INLINE_ROWS", -1)
+            workers = 2
+        with _short_merges() as taken:
+            outcomes = _ingest(jobs, work / "short", partition, replace, workers)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(_assemble, "preceding_rows", _never)
+            assert _ingest(jobs, work / "full", partition, replace, workers) == outcomes
     assert version_records(work / "short") == version_records(work / "full")
     short_files, full_files = data_files(work / "short"), data_files(work / "full")
     assert sorted(short_files) == sorted(full_files)
@@ -135,8 +149,12 @@ def test_a_day_after_the_stored_ones_takes_the_short_merge(work: Path) -> None:
     day = _write(work / "day.csv", [(25, h, s, 0.0) for h in range(2) for s in SYMBOLS[:2]])
     new_symbol = _write(work / "ddd.csv", [(26, 0, "AAA", 0.0), (26, 0, "CCC", 0.0)])
     outcomes, taken = _both(work, [[history], [day], [new_symbol]], "all")
-    assert all(isinstance(o, dict) and o["published"] for o in outcomes)
+    assert all(o["published"] for o in outcomes)
     assert taken == 2  # the two appended days, each one block
+    # In blocks of a symbol or two, on threads: each block with stored rows of its own.
+    outcomes, taken = _both(work / "blocks", [[history], [day], [new_symbol]], "all", block_rows=60)
+    assert all(o["published"] for o in outcomes)
+    assert taken == 4
 
 
 def test_a_day_overlapping_the_last_stored_day_is_merged_and_compared(work: Path) -> None:
@@ -210,7 +228,7 @@ bars = st.tuples(
 )
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     history_days=st.integers(2, 12),
     symbols=st.sampled_from([SYMBOLS[:1], SYMBOLS[:2], SYMBOLS]),
@@ -219,6 +237,7 @@ bars = st.tuples(
     twice=st.booleans(),
     partition=st.sampled_from(["all", "month"]),
     replace=st.booleans(),
+    block_rows=st.sampled_from([None, 9]),
 )
 def test_appended_days_store_what_the_full_merge_stores(
     history_days: int,
@@ -228,6 +247,7 @@ def test_appended_days_store_what_the_full_merge_stores(
     twice: bool,
     partition: str,
     replace: bool,
+    block_rows: int | None,
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="tt-appended-") as tmp:
         work = Path(tmp)
@@ -236,4 +256,6 @@ def test_appended_days_store_what_the_full_merge_stores(
             # A row twice in a file: a duplicate, quarantined alike either way.
             rows = job + job[:1] if twice else job
             inputs.append([_write(work / f"job-{number}.csv", rows)])
-        _both(work, inputs, partition, replace)
+        outcomes, taken = _both(work, inputs, partition, replace, block_rows)
+        event("short merges" if taken else "no short merge")
+        event(f"{sum(isinstance(o, str) for o in outcomes)} job(s) refused")

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.ingest.store_contents import data_files
 from ticktensor.cli import main
 from ticktensor.errors import ConfigError, VersionConflictError
 from ticktensor.ingest import (
@@ -83,17 +84,6 @@ def _run(files: list[str], out: Path, interval: int = DAY_NS, **kw: object) -> I
 
 def _sessions(out: Path, version: int | None = None) -> list[str]:
     return sorted(p.session for p in Store.open(str(out)).version(version).packs)
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    """Every data file of a store (packs and tables), by path."""
-    return {
-        str(p.relative_to(root)): p.read_bytes()
-        for sub in ("packs", "tables")
-        if (root / sub).exists()
-        for p in sorted((root / sub).rglob("*"))
-        if p.is_file()
-    }
 
 
 def test_labels_of_each_partition() -> None:
@@ -260,7 +250,7 @@ def test_append_rewrites_only_its_partition(tmp_path: Path) -> None:
         partition="year",
     )
     store = Store.open(str(out))
-    before, old = _files(out), {p.session: p for p in store.version().packs}
+    before, old = data_files(out), {p.session: p for p in store.version().packs}
     result = _run([daily_bars(tmp_path / "b.csv", date(2024, 12, 30), date(2024, 12, 30))], out)
     assert result.published
     assert result.rows_read == result.rows_stored == 1
@@ -270,7 +260,7 @@ def test_append_rewrites_only_its_partition(tmp_path: Path) -> None:
     assert after["2023"] == old["2023"]
     assert after["2024"].path != old["2024"].path
     assert after["2024"].rows == old["2024"].rows + 1
-    files = _files(out)
+    files = data_files(out)
     for path, data in before.items():  # copy-on-write: nothing written is touched
         assert files[path] == data
     written = set(files) - set(before)

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from tests.ingest.store_contents import data_files, version_records
 from ticktensor.errors import VersionConflictError
 from ticktensor.ingest import IngestOptions, IngestResult, _assemble, _convert, _job, ingest
 from ticktensor.ingest.readers import ReadOptions
 from ticktensor.schemas import EventKind
-from ticktensor.store import Store
 
 DAY_NS = 86_400 * 10**9
 MINUTE_NS = 60 * 10**9
@@ -113,34 +113,6 @@ def _outcome(result: IngestResult) -> dict[str, Any]:
     }
 
 
-def _contents(store: Path) -> dict[str, bytes]:
-    """Every data file of the store (packs and tables), by path."""
-    return {
-        str(p.relative_to(store)): p.read_bytes()
-        for folder in ("packs", "events")
-        for p in sorted((store / folder).rglob("*"))
-        if p.is_file()
-    }
-
-
-def _records(store: Path) -> list[Any]:
-    """Each version's packs and tables as the manifest records them."""
-    opened = Store.open(str(store))
-    out = []
-    for number in range(1, opened.latest_version() + 1):
-        version = opened.version(number)
-        out.append(
-            (
-                sorted(
-                    (p.session, p.path, p.content_hash, p.rows, p.sources) for p in version.packs
-                ),
-                sorted((t.key, t.path, t.file, t.rows, t.sources) for t in version.tables),
-                version.stats,
-            )
-        )
-    return out
-
-
 @pytest.fixture
 def pools(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
     """The thread pools the jobs' sessions started: (threads, name)."""
@@ -179,8 +151,8 @@ def test_short_path_stores_what_the_general_path_stores(
     assert any(name == "ticktensor-tables" and threads > 1 for threads, name in pools)
 
     assert short == general
-    assert _records(tmp_path / "short") == _records(tmp_path / "general")
-    short_files, general_files = _contents(tmp_path / "short"), _contents(tmp_path / "general")
+    assert version_records(tmp_path / "short") == version_records(tmp_path / "general")
+    short_files, general_files = data_files(tmp_path / "short"), data_files(tmp_path / "general")
     assert sorted(short_files) == sorted(general_files)
     for path, data in short_files.items():
         assert data == general_files[path], path
