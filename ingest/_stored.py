@@ -356,8 +356,7 @@ def merge_features(
         in_a, in_b = _common_days(job.ts[a], held.ts[b])
         ts_a, ts_b = job.ts[a][in_a], held.ts[b][in_b]
         values_a, values_b = job.values[a][in_a], held.values[b][in_b]
-        agree = np.array_equal(ts_a, ts_b) and np.array_equal(values_a, values_b, equal_nan=True)
-        return False, not agree
+        return False, not _continues(ts_a, values_a, ts_b, values_b)
 
     pieces, conflicts, kept, unchanged = _plan(
         job.symbols, job.offsets, held.symbols, held.offsets, same
@@ -391,15 +390,32 @@ def _extends(
     ts_b: npt.NDArray[np.int64],
     values_b: npt.NDArray[np.float32],
 ) -> bool:
-    """Whether rows ``a`` are rows ``b`` (times and values, NaN equal to NaN) followed by
-    rows on UTC days after the last of ``b``: then the rows of the days both hold are
-    ``b`` and the first ``len(b)`` rows of ``a``, equal (an appended day's features: a
-    feature of a row never sees the rows after it)."""
+    """Whether rows ``a`` are the ``b`` rows (times and values, NaN equal to NaN) and more
+    rows after the last of ``b``: an appended day's features (a feature of a row never sees
+    the rows after it). The rows of the days both hold then :func:`_continue <_continues>`
+    the stored ones, so comparing them day by day says the same."""
+    return 0 < len(ts_b) < len(ts_a) and _continues(ts_a, values_a, ts_b, values_b)
+
+
+def _continues(
+    ts_a: npt.NDArray[np.int64],
+    values_a: npt.NDArray[np.float32],
+    ts_b: npt.NDArray[np.int64],
+    values_b: npt.NDArray[np.float32],
+) -> bool:
+    """Whether rows ``a`` (a symbol's job rows on the days it shares with the stored ones)
+    begin with the ``b`` rows (times and values, NaN equal to NaN) and hold nothing else
+    but rows after the last of ``b``.
+
+    Rows after the last stored one may share its UTC day: a bar's feature row is stamped
+    at its close, so the last stored row of 24-hour hourly bars (the 23:00 bar's) is on
+    the next day, the day an append brings the rows of.
+    """
     n = len(ts_b)
     return (
-        0 < n < len(ts_a)
+        n <= len(ts_a)
         and np.array_equal(ts_a[:n], ts_b)
-        and int(ts_a[n:].min()) // DAY_NS > int(ts_b.max()) // DAY_NS
+        and (n == len(ts_a) or n == 0 or int(ts_a[n:].min()) > int(ts_b[-1]))
         and np.array_equal(values_a[:n], values_b, equal_nan=True)
     )
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import event, given, settings
@@ -23,6 +24,7 @@ from ticktensor.ingest import IngestOptions, IngestResult, _assemble, _job, _mer
 from ticktensor.ingest._stored import preceding_rows
 from ticktensor.ingest.readers import ReadOptions
 from ticktensor.schemas import EventKind
+from ticktensor.store import Store
 
 DAY_NS = 86_400 * 10**9
 HOUR_NS = 3_600 * 10**9
@@ -180,6 +182,37 @@ def test_a_day_after_a_bar_closing_at_midnight_compares_features_alike(work: Pat
     day = _write(work / "day.csv", [(12, 0, "AAA", 0.0)])
     _, taken = _both(work, [[history], [day]], "all")
     assert taken == 1
+
+
+@pytest.mark.parametrize("partition", ["all", "month"])
+def test_a_day_of_24_hourly_bars_appends_as_if_ingested_at_once(work: Path, partition: str) -> None:
+    # Every hour of each day: the last stored feature row (the 23:00 bar's, stamped at its
+    # close) is on the appended day. That append was refused ("its features differ")
+    # because the feature rows of that day were compared as a whole.
+    every_hour = tuple(range(-14, 10))  # 00:00 to 23:00 UTC
+    history = _history(6, SYMBOLS[:2], every_hour)
+    day = [(6, h, s, 0.0) for h in every_hour for s in SYMBOLS[:2]]
+    appended, at_once = work / "appended", work / "at-once"
+    outcomes = _ingest(
+        [[_write(work / "history.csv", history)], [_write(work / "day.csv", day)]],
+        appended,
+        partition,
+        replace=False,
+        workers=1,
+    )
+    assert all(isinstance(o, dict) and o["published"] for o in outcomes), outcomes
+    (whole,) = _ingest([[_write(work / "all.csv", history + day)]], at_once, partition, False, 1)
+    assert whole["published"]
+    got, want = Store.open(str(appended)).version(), Store.open(str(at_once)).version()
+    assert [p.session for p in got.packs] == [p.session for p in want.packs]
+    for mine, theirs in zip(got.packs, want.packs, strict=True):
+        a, b = got.read_pack(mine), want.read_pack(theirs)
+        assert a.symbols == b.symbols
+        for name in ("offsets", "ts", "values", "labels"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert [t.key for t in got.tables] == [t.key for t in want.tables]
+    for mine, theirs in zip(got.tables, want.tables, strict=True):
+        assert got.read_table(mine).equals(want.read_table(theirs))
 
 
 def test_a_day_before_the_last_stored_day_is_merged_in_time_order(work: Path) -> None:
