@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
-from ticktensor.bench import Results, markdown, text
+from ticktensor.bench import Results, markdown, text, wide_read
 from ticktensor.bench.wide import WideOptions
 from ticktensor.bench.wide_append import append_packs, session_data
+from ticktensor.bench.wide_read import loader_rates, write_narrow
 from ticktensor.bench.wide_rows import build_rows, format_rows
 from ticktensor.cli import main
 from ticktensor.errors import ConfigError
+from ticktensor.loaders import WindowDataset
 
 ROWS = [
     "append_session",
@@ -198,3 +200,33 @@ def test_options_are_checked() -> None:
         WideOptions(seconds=0)
     assert WideOptions.quick().symbols == 500
     assert WideOptions().symbols * WideOptions().sessions == 100_000
+
+
+def test_the_loader_rows_start_from_a_loaded_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 2-second repetition over a cold cache measures loading, not shuffled reading:
+    # every chunk of the store (a long series of one symbol) is loaded before the first
+    # repetition starts, and none while they run.
+    narrow = write_narrow(tmp_path / "narrow", lambda day: session_data(20, 2000, 3, 1, day), 5)
+    dataset = WindowDataset(narrow, 8, cache_bytes=1 << 30)
+    chunks = len(dataset.chunks)
+    assert chunks > 4
+    assert dataset.cache.stats.loads == 0
+    at_start: list[int] = []
+    real = wide_read.timed
+
+    def spy(batches: Any, seconds: float) -> Any:
+        measure = real(batches, seconds)
+
+        def run(rep: int) -> Any:
+            at_start.append(dataset.cache.stats.loads)
+            return measure(rep)
+
+        return run
+
+    monkeypatch.setattr(wide_read, "timed", spy)
+    loader_rates({"loader_narrow": dataset}, 16, 0.05, 2)
+    assert at_start == [chunks, chunks]
+    assert dataset.cache.stats.loads == chunks
+    assert dataset.cache.complete

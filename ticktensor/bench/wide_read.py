@@ -5,7 +5,10 @@ nothing the writer kept in memory (the store's cached state, the page tables of 
 arrays) shortens it; once as it is, once with ``cross_gaps=True``. ``loader_wide`` and
 ``loader_narrow`` are ``ticktensor.DataLoader`` (shuffled batches) over the wide store and
 over the same bytes stored as one long series of one symbol, with the same window:
-repetitions take turns, the median counts.
+each dataset's chunks are loaded first, untimed (:func:`warm`), so that both rows measure
+shuffled reading from a loaded cache, not how far a 2-second repetition got with loading
+(a first epoch is ``bench loader``'s compressed and cold rows); repetitions take turns, the
+median counts.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ticktensor.store import Store, StoreVersion
 from .measure import Rep, endless, timed
 from .wide_append import MINUTE_NS, T0, SessionData
 
-__all__ = ["loader_rates", "open_seconds", "write_narrow"]
+__all__ = ["loader_rates", "open_seconds", "warm", "write_narrow"]
 
 
 def open_seconds(
@@ -114,10 +117,26 @@ def _shuffled(dataset: Any, batch: int) -> Callable[[int], tuple[Iterator[int], 
     return batches
 
 
+def warm(dataset: Any, batch: int = 4096) -> bool:
+    """Load every chunk ``dataset`` (a ``WindowDataset``) reads, a batch of windows at a
+    time (the first and the last window starting in each chunk); returns whether its cache
+    then holds them all (not when they exceed its budget)."""
+    chunk = np.asarray(dataset.sample_chunk)
+    firsts = np.unique(chunk, return_index=True)[1]
+    lasts = chunk.size - 1 - np.unique(chunk[::-1], return_index=True)[1]
+    samples = np.unique(np.concatenate([firsts, lasts])).astype(np.int64)
+    for start in range(0, samples.size, batch):
+        dataset.get_batch(samples[start : start + batch])
+    return bool(dataset.cache.complete)
+
+
 def loader_rates(
     datasets: Mapping[str, Any], batch: int, seconds: float, repeats: int
 ) -> dict[str, list[Rep]]:
-    """Repetitions of a shuffled ``ticktensor.DataLoader`` over each dataset, taking turns."""
+    """Repetitions of a shuffled ``ticktensor.DataLoader`` over each dataset, taking turns,
+    once each dataset is :func:`warm`."""
+    for dataset in datasets.values():
+        warm(dataset)
     measures = {name: timed(_shuffled(ds, batch), seconds) for name, ds in datasets.items()}
     reps: dict[str, list[Rep]] = {name: [] for name in datasets}
     for rep in range(max(1, repeats)):

@@ -200,9 +200,15 @@ def _read_rows(reads: Mapping[str, Any], options: Mapping[str, Any]) -> list[dic
     if wide is None:
         rows.append(_row("loader_wide", None, "samples/s", [goal], errors["loader_wide"]))
     else:
-        note = f"ticktensor.DataLoader ({shape}) over the wide store, {wide['windows']:,} windows"
+        note = (
+            f"ticktensor.DataLoader ({shape}) over the wide store, {wide['windows']:,} "
+            "windows, its chunks loaded before the timed repetitions"
+        )
         rows.append(_row("loader_wide", wide["samples_per_s"], "samples/s", [goal], note))
-    note = f"the same bytes as one series of one symbol, {shape}, {narrow['windows']:,} windows"
+    note = (
+        f"the same bytes as one series of one symbol, {shape}, {narrow['windows']:,} "
+        "windows, loaded first alike"
+    )
     rows.append(_row("loader_narrow", narrow["samples_per_s"], "samples/s", note=note))
     return rows
 
