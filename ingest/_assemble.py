@@ -152,15 +152,19 @@ def assemble(task: AssembleTask) -> AssembleResult:
     stored = task.stored or StoredSession(task.session)
     out = AssembleResult(task.session)
     kinds = sorted(task.parts)
+    market = [k for k in kinds if k not in REFERENCE_KINDS]
+    spec = task.spec if market else None
     # A stored partition of many days: the stored rows of the job's symbols on the days
     # the job has none of them are carried in, so each symbol's series is whole.
     partial = task.partition != "day" and task.stored is not None
     held_rows = {k: stored.events(base, k) for k in kinds} if partial else {}
     parts = task.parts if task.partition == "day" else _joined_parts(task)
     parts, before, carried = _carry(task, parts, held_rows) if partial else (parts, {}, 0)
-    session = StagedSession(task.staging, parts, task.block_rows, before)
-    market = [k for k in kinds if k not in REFERENCE_KINDS]
-    spec = task.spec if market else None
+    # The kinds the features read that the job has no rows of: their stored rows of the
+    # job's symbols are read beside the job's (their tables stay as they are).
+    read = _read_only(spec, kinds, stored, base)
+    session = StagedSession(task.staging, parts, task.block_rows, before, read)
+    inputs = sorted([*market, *read])  # the kinds the features are computed from
     blocks = len(session.blocks)
     # A small session (a partition of daily bars, a day of a few symbols) is merged and
     # computed on this thread, its blocks before anything takes them: its steps take less
@@ -230,11 +234,11 @@ def assemble(task: AssembleTask) -> AssembleResult:
         def block(number: int) -> BlockSummary:
             handoffs: list[Handoff[Any]] = [*rows_of.values(), features_of]
             try:
-                merged = {k: session.merge(k, number, task.strict) for k in kinds}
+                merged = {k: session.merge(k, number, task.strict) for k in [*kinds, *read]}
                 for k in kinds:
                     rows_of[k].put(number, merged[k].table)
                 handoffs = [features_of]
-                features = block_features(spec, {k: merged[k] for k in market})
+                features = block_features(spec, {k: merged[k] for k in inputs})
             except BaseException as exc:
                 for handoff in handoffs:
                     handoff.fail(number, exc)
@@ -287,7 +291,7 @@ def assemble(task: AssembleTask) -> AssembleResult:
         features = None
         computed = pack.result() if pack is not None else None
         if spec is not None and computed is not None:
-            rows = _notes(task, spec, market, summaries, out)
+            rows = _notes(task, spec, inputs, summaries, out)
             job = joined_features(computed.parts, rows) if computed.pack is None else None
             if job is not None:
                 names = (spec.features, spec.label_names)
@@ -298,6 +302,8 @@ def assemble(task: AssembleTask) -> AssembleResult:
         if not early:
             written = _write_tables(writer, task, store, stored, events, files, out, carried)
         sources = [task.sources[u] for u in sorted(out.stored)]
+        # The input files of the stored rows the features read beside the job's.
+        sources += [f for k in read for f in stored.sources(k)]
         if computed is not None and computed.pack is not None and computed.pack.rows:
             out.pack = computed.pack.finish(_provenance(sources, ()))
             out.series = len(computed.pack.symbols)
@@ -377,6 +383,20 @@ def _carry(
         parts[kind] = [*rels, rel]
         carried += rows.num_rows
     return parts, before, carried
+
+
+def _read_only(
+    spec: FeatureSpec | None, kinds: list[EventKind], stored: StoredSession, version: StoreVersion
+) -> dict[EventKind, pa.Table]:
+    """The stored rows of the session of each kind ``spec`` reads and the job (of
+    ``kinds``) has no rows of: the features of the job's symbols are computed from every
+    kind they read, as one ingest of all the session's files computes them (a day of
+    quotes appended to a partition of quotes and trades still joins the stored trades)."""
+    if spec is None:
+        return {}
+    wanted = [k for k in CLOCK_INPUTS[spec.clock] if k is not None and k not in kinds]
+    rows = {k: stored.events(version, k) for k in wanted}
+    return {k: table for k, table in rows.items() if table is not None and table.num_rows}
 
 
 def _take_rows(

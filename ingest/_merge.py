@@ -93,6 +93,11 @@ class StagedSession:
     front of its symbols' staged rows as they are, rows of the input
     :data:`~ticktensor.ingest._stored.STORED_SOURCE`: what merging them as one more
     staged part gives, without sorting them or looking for duplicates among them again.
+
+    ``read`` holds, per kind the job has no staged rows of, the stored rows of the kind
+    (canonical, sorted by (symbol, time)) that the session's features read: the rows of
+    the session's symbols are its block's rows of the kind, as stored, rows of the input
+    :data:`~ticktensor.ingest._stored.STORED_SOURCE`; rows of other symbols are left out.
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class StagedSession:
         parts: dict[EventKind, list[str]],
         block_rows: int,
         before: Mapping[EventKind, pa.Table] | None = None,
+        read: Mapping[EventKind, pa.Table] | None = None,
     ):
         tables = {kind: [staging.read([rel]) for rel in rels] for kind, rels in parts.items()}
         keyed, self.names = keyed_symbols(
@@ -123,6 +129,12 @@ class StagedSession:
         for kind, rows in (before or {}).items():
             self._before[kind] = _Before.of(rows, self._dictionary)
             counts += np.diff(self._before[kind].offsets)
+        for kind, rows in (read or {}).items():
+            if kind in self._staged:
+                raise ValueError(f"stored {kind.value} rows to read beside the staged ones")
+            ours = pc.is_in(rows.column("symbol").cast(pa.string()), value_set=self._dictionary)
+            self._before[kind] = _Before.of(rows.filter(ours), self._dictionary)
+            counts += np.diff(self._before[kind].offsets)
         self.blocks = _blocks(counts, block_rows)
         #: Rows of every kind of the session.
         self.rows = int(counts.sum())
@@ -143,11 +155,11 @@ class StagedSession:
 
     def _merge_staged(self, kind: EventKind, block: int, strict: bool) -> Merged:
         """The staged rows of ``kind`` of the symbols of ``block``, merged."""
-        staged = self._staged[kind]
+        staged = self._staged.get(kind)  # None: a kind of stored rows only (``read``)
         first, end = self.blocks[block]
-        lo, hi = (int(staged.offsets[s]) for s in (first, end))
+        lo, hi = (0, 0) if staged is None else (int(staged.offsets[s]) for s in (first, end))
         dictionary = self._dictionary
-        if hi == lo:  # no symbol of the block has rows of this kind
+        if staged is None or hi == lo:  # no symbol of the block has rows of this kind
             none = pa.DictionaryArray.from_arrays(pa.array([], pa.uint32()), dictionary)
             return Merged(conform(schema_for(kind).empty_table(), kind), none, {}, None)
         picked = staged.order[lo:hi]
@@ -190,7 +202,7 @@ class StagedSession:
 
 @dataclass(frozen=True)
 class _Before:
-    """One kind's stored rows that come before the staged rows of their symbols."""
+    """One kind's stored rows that come before the staged rows of their symbols (if any)."""
 
     table: pa.Table
     """Canonical columns, grouped by symbol in symbol order."""
