@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ticktensor.errors import VersionConflictError
-from ticktensor.ingest import IngestOptions, IngestResult, ingest
+from ticktensor.ingest import IngestOptions, IngestResult, _job, ingest
 from ticktensor.store import Store
 
 DAY_NS = 86_400 * 10**9
@@ -62,9 +62,9 @@ def work() -> Iterator[Path]:
 
 
 def _ingest(
-    work: Path, names: list[str], store: Path, partition: str, replace: bool
+    work: Path, names: list[str], store: Path, partition: str, replace: bool, workers: int = 1
 ) -> IngestResult:
-    options = IngestOptions(format="csv", partition=partition, replace=replace, workers=1)  # type: ignore[arg-type]
+    options = IngestOptions(format="csv", partition=partition, replace=replace, workers=workers)  # type: ignore[arg-type]
     return ingest([str(work / n) for n in names], str(store), options, progress=False)
 
 
@@ -111,6 +111,20 @@ def test_a_day_of_one_kind_appends_as_if_ingested_at_once(
     # "events stored, no features (the quotes clock needs quotes events)" only of a
     # session without quotes (a day of trades alone), as for one ingest of all the files.
     assert set(results[-1].notes) <= set(whole.notes)
+
+
+def test_blocks_of_a_symbol_read_their_own_stored_rows(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sessions cut into blocks of about a symbol each, on two threads: each block reads
+    # the stored trades of its own symbols.
+    monkeypatch.setattr(_job, "BLOCK_ROWS", 30)
+    monkeypatch.setattr(_job, "INLINE_ROWS", -1)
+    appended, at_once = work / "appended", work / "at-once"
+    for names in (HISTORY, ["quotes-day.csv"]):
+        assert _ingest(work, names, appended, "all", False, workers=2).published
+    _ingest(work, [*HISTORY, "quotes-day.csv"], at_once, "all", False, workers=2)
+    _assert_same_latest(appended, at_once)
 
 
 @pytest.mark.parametrize("partition", ["all", "month", "day"])
