@@ -8,12 +8,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from tests.ingest.store_contents import assert_same_latest
 from ticktensor.errors import VersionConflictError
 from ticktensor.ingest import IngestOptions, IngestResult, _job, ingest
-from ticktensor.store import Store
 
 DAY_NS = 86_400 * 10**9
 SECOND_NS = 10**9
@@ -68,22 +67,6 @@ def _ingest(
     return ingest([str(work / n) for n in names], str(store), options, progress=False)
 
 
-def _assert_same_latest(got_store: Path, want_store: Path) -> None:
-    """The latest versions hold the same packs (arrays, bit for bit) and tables."""
-    got, want = Store.open(str(got_store)).version(), Store.open(str(want_store)).version()
-    assert [p.session for p in got.packs] == [p.session for p in want.packs]
-    for mine, theirs in zip(got.packs, want.packs, strict=True):
-        a, b = got.read_pack(mine), want.read_pack(theirs)
-        assert a.symbols == b.symbols
-        for name in ("offsets", "ts", "values", "labels"):
-            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-        # A pack whose rows an append leaves as they are keeps its record (and sources).
-        assert set(mine.sources) <= set(theirs.sources)
-    assert [t.key for t in got.tables] == [t.key for t in want.tables]
-    for mine, theirs in zip(got.tables, want.tables, strict=True):
-        assert got.read_table(mine).equals(want.read_table(theirs)), mine.key
-
-
 HISTORY = ["quotes-history.csv", "trades-history.csv"]
 APPENDS = {
     "quotes": [["quotes-day.csv"]],
@@ -107,7 +90,7 @@ def test_a_day_of_one_kind_appends_as_if_ingested_at_once(
     results = [_ingest(work, names, appended, partition, replace=False) for names in jobs]
     everything = HISTORY + [n for names in jobs for n in names]
     whole = _ingest(work, everything, at_once, partition, replace=False)
-    _assert_same_latest(appended, at_once)
+    assert_same_latest(appended, at_once)
     # "events stored, no features (the quotes clock needs quotes events)" only of a
     # session without quotes (a day of trades alone), as for one ingest of all the files.
     assert set(results[-1].notes) <= set(whole.notes)
@@ -124,7 +107,7 @@ def test_blocks_of_a_symbol_read_their_own_stored_rows(
     for names in (HISTORY, ["quotes-day.csv"]):
         assert _ingest(work, names, appended, "all", False, workers=2).published
     _ingest(work, [*HISTORY, "quotes-day.csv"], at_once, "all", False, workers=2)
-    _assert_same_latest(appended, at_once)
+    assert_same_latest(appended, at_once)
 
 
 @pytest.mark.parametrize("partition", ["all", "month", "day"])
@@ -139,7 +122,7 @@ def test_trades_that_change_stored_quotes_features_need_replace(work: Path, part
         _ingest(work, ["trades-day.csv"], appended, partition, replace=False)
     _ingest(work, ["trades-day.csv"], appended, partition, replace=True)
     _ingest(work, [*HISTORY, "quotes-day.csv", "trades-day.csv"], at_once, partition, False)
-    _assert_same_latest(appended, at_once)
+    assert_same_latest(appended, at_once)
 
 
 @pytest.mark.parametrize("partition", ["all", "day"])
@@ -150,7 +133,7 @@ def test_replace_with_one_kind_keeps_the_other_kinds_part_in_the_features(
     _ingest(work, HISTORY, appended, partition, replace=False)
     _ingest(work, ["quotes-day.csv"], appended, partition, replace=True)
     _ingest(work, [*HISTORY, "quotes-day.csv"], at_once, partition, replace=False)
-    _assert_same_latest(appended, at_once)
+    assert_same_latest(appended, at_once)
 
 
 @pytest.mark.parametrize("partition", ["all", "day"])
