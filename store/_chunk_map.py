@@ -140,7 +140,7 @@ def segment_chunk_map(location: Location, record: SegmentRecord, array: str) -> 
         meta = json.loads(location.read_bytes(f"{rel}/zarr.json", limit=ZARR_JSON_BYTES))
         shape = [int(n) for n in meta["shape"]]
         chunk_rows = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
         raise StoreCorruptError(
             f"{location.display(rel + '/zarr.json')}: unreadable array metadata ({exc})"
         ) from exc

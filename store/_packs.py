@@ -368,7 +368,7 @@ def pack_chunk_map(
         (sharding,) = meta["codecs"]
         chunk_rows = int(sharding["configuration"]["chunk_shape"][0])
         codec = _inner_codec(meta)
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
+    except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
         raise StoreCorruptError(f"{where}: unreadable sharded array metadata ({exc})") from None
     layout = pack_layout(record)
     if codec is not layout.chunk_codec:
@@ -480,7 +480,7 @@ def recorded_chunk_hashes(location: Location, record: PackRecord, array: str) ->
         meta = json.loads(document)
         names = list(meta["attributes"]["arrays"])
         shape = [int(n) for n in meta["shape"]]
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
+    except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
         raise StoreCorruptError(
             f"{where}: unreadable chunk_sha256 metadata ({exc!r})",
             [(f"{record.path}/chunk_sha256/zarr.json", "malformed")],
