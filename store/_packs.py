@@ -378,7 +378,8 @@ def pack_chunk_map(
             "(rule: pack_metadata)"
         )
     if (
-        shape[0] != record.rows
+        not shape
+        or shape[0] != record.rows
         or chunk_rows != index.chunk_rows
         or shard_rows != index.shard_rows
         or sharding.get("name") != "sharding_indexed"

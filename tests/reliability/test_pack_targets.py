@@ -200,15 +200,17 @@ def test_a_malformed_chunk_hash_document_is_a_store_error(tmp_path: Path, case: 
         version.read_pack(version.packs[0])
 
 
+@pytest.mark.parametrize("shape", ["[1e999, 1]", "[]", "[40, -1]"], ids=["inf", "empty", "neg"])
 @pytest.mark.parametrize("array", ["values", "ts", "labels"])
-def test_an_infinite_array_shape_is_a_store_error(tmp_path: Path, array: str) -> None:
-    # Found by pack-json (seed 0): 1e999 parses as infinity, which int() cannot convert
-    # (OverflowError, not a StoreCorruptError).
+def test_a_malformed_array_shape_is_a_store_error(tmp_path: Path, array: str, shape: str) -> None:
+    # Found by pack-json: 1e999 parses as infinity, which int() cannot convert (an
+    # OverflowError; seed 0), and an empty shape had no first dimension (an IndexError;
+    # seed 5), where a StoreCorruptError is due.
     store = pack_store(tmp_path / "s", rows=40, chunk_rows=16)
     (record,) = store.version().packs
     name = f"{array}/zarr.json"
     meta = json.loads((tmp_path / "s" / record.path / name).read_bytes())
-    document = json.dumps(meta).replace(json.dumps(meta["shape"]), "[1e999, 1]", 1)
+    document = json.dumps(meta).replace(json.dumps(meta["shape"]), shape, 1)
     rewrite_pack_file(tmp_path / "s", record.path, name, document.encode())
     version = Store.open(str(tmp_path / "s")).version()
     with pytest.raises(StoreCorruptError):
