@@ -392,8 +392,8 @@ def _extends(
 ) -> bool:
     """Whether rows ``a`` are the ``b`` rows (times and values, NaN equal to NaN) and more
     rows after the last of ``b``: an appended day's features (a feature of a row never sees
-    the rows after it). The rows of the days both hold then :func:`_continue <_continues>`
-    the stored ones, so comparing them day by day says the same."""
+    the rows after it). The rows of the days both hold then continue the stored ones
+    (:func:`_continues`), so comparing them day by day says the same."""
     return 0 < len(ts_b) < len(ts_a) and _continues(ts_a, values_a, ts_b, values_b)
 
 
