@@ -306,25 +306,19 @@ def pack_targets() -> list[FuzzTarget]:
             (*JSON_TOKENS, b'"zstd"', b'"blosc"', b'"crc32c"', b'"start"', b'"int32"'),
             share=_PACK_SHARE,
         ),
-        FuzzTarget(
-            "pack-shard-none",
-            shard(raw),
-            (raw.file(_VALUES_SHARD),),
-            shard_tokens(raw),
-            share=_PACK_SHARE,
-        ),
-        FuzzTarget(
-            "pack-shard-zstd",
-            shard(zstd),
-            (zstd.file(_VALUES_SHARD),),
-            shard_tokens(zstd, b"\x28\xb5\x2f\xfd"),
-            share=_PACK_SHARE,
-        ),
-        FuzzTarget(
-            "pack-shard-lz4",
-            shard(lz4),
-            (lz4.file(_VALUES_SHARD),),
-            shard_tokens(lz4, b"\x02\x01"),
-            share=_PACK_SHARE,
+        *(
+            FuzzTarget(
+                f"pack-shard-{codec}",
+                shard(tiny),
+                (tiny.file(_VALUES_SHARD),),
+                shard_tokens(tiny, *magic),
+                share=_PACK_SHARE,
+            )
+            # Each codec's frame magic among the tokens: zstd's, lz4's block header.
+            for codec, tiny, magic in (
+                ("none", raw, ()),
+                ("zstd", zstd, (b"\x28\xb5\x2f\xfd",)),
+                ("lz4", lz4, (b"\x02\x01",)),
+            )
         ),
     ]
